@@ -1,0 +1,44 @@
+// The tier between a kernel's in-memory artifacts and NVRTC: a store of compiled artifacts
+// shared across processes (the disk cache implements it). The core only needs this interface.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "zerojit/compiler.hpp"
+
+namespace zerojit {
+
+// Released when it dies: while held, other processes wait instead of compiling the same
+// identity.
+class CompileGuard {
+ public:
+  virtual ~CompileGuard() = default;
+};
+
+class ArtifactStore {
+ public:
+  virtual ~ArtifactStore() = default;
+  virtual std::string describe() const = 0;
+
+  // A verified artifact for the identity, or std::nullopt. A damaged or foreign entry is
+  // reported, set aside and treated as a miss; it is never returned.
+  virtual std::optional<CompiledArtifact> find(const ProgramIdentity& identity) = 0;
+
+  // Publishes an artifact. I/O trouble (disk full, permissions) is a warning, never a throw:
+  // the compiled kernel is used either way.
+  virtual void publish(const CompiledArtifact& artifact) noexcept = 0;
+
+  // Cross-process single flight for one identity; nullptr when the store cannot lock.
+  virtual std::unique_ptr<CompileGuard> lock(const ProgramIdentity& identity) = 0;
+
+  // A remembered NVRTC version for a library fingerprint (see Runtime::nvrtc_version), so a
+  // process that finds every artifact on disk never has to load NVRTC to name its version.
+  virtual std::optional<std::string> recall_nvrtc_version(std::string_view fingerprint) = 0;
+  virtual void remember_nvrtc_version(std::string_view fingerprint,
+                                      std::string_view version) noexcept = 0;
+};
+
+}  // namespace zerojit

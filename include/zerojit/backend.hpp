@@ -1,0 +1,47 @@
+// The device side of zerojit behind one interface: loading a compiled module on a device,
+// asking whether a stream is capturing, launching. The CUDA driver implements it; tests
+// install a recording backend to check launches on a machine without a GPU.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "zerojit/compiler.hpp"
+#include "zerojit/cuda.hpp"
+#include "zerojit/launch.hpp"
+
+namespace zerojit {
+
+// A kernel function loaded on one device, with the parameter sizes the launch check compares
+// the packed arguments against.
+struct LoadedFunction {
+  cuda::Function function = nullptr;
+  cuda::Module module = nullptr;
+  int device = 0;
+  int param_count = -1;  // -1: the driver cannot say (no cuFuncGetParamInfo); no check then
+  std::array<std::uint32_t, kMaxKernelParams> param_sizes{};
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+  virtual int device_count() = 0;
+  // The NVRTC target for a device, e.g. "sm_90a".
+  virtual std::string target_arch(int device) = 0;
+  // Loads the artifact on the device and resolves `lowered_name` eagerly (no lazy loading
+  // left for the first launch). The module stays loaded for the life of the process.
+  virtual LoadedFunction load(const CompiledArtifact& artifact, std::string_view lowered_name,
+                              int device) = 0;
+  virtual bool is_capturing(cuda::Stream stream) = 0;
+  virtual void launch(const LoadedFunction& function, const LaunchGeometry& geometry,
+                      const KernelArgs& args, cuda::Stream stream) = 0;
+};
+
+// The CUDA driver backend (the default). Its methods throw UnavailableError without a driver.
+std::shared_ptr<Backend> make_cuda_backend();
+
+}  // namespace zerojit

@@ -1,0 +1,69 @@
+// NVRTC, loaded at run time: compiles a Program into a cubin for an explicit target
+// architecture. Works on a machine without a GPU (ahead-of-time compiling for a named arch).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "zerojit/program.hpp"
+
+namespace zerojit {
+
+// Options every compile gets, before the program's own. Part of the identity.
+inline constexpr std::string_view kDefaultNvrtcOptions[] = {"-std=c++17", "-default-device"};
+
+struct LoweredName {
+  std::string expression;  // as the program named it, e.g. "zj::add<128>"
+  std::string lowered;     // the mangled symbol to look up in the module
+};
+
+// Where an artifact came from when it was asked for.
+enum class ArtifactOrigin { memory, disk, compiled };
+std::string_view to_string(ArtifactOrigin origin);
+
+// The result of compiling one program for one arch.
+struct CompiledArtifact {
+  ProgramIdentity identity;
+  std::string kernel_name;
+  std::string key_text;
+  std::string arch;
+  std::string nvrtc_version;
+  std::string cubin;  // the binary image
+  std::vector<LoweredName> lowered_names;
+  double compile_seconds = 0.0;
+  std::string log;  // NVRTC's log (warnings) of a successful compile
+
+  // The lowered name of an expression; throws zerojit::Error if the program had none such.
+  const std::string& lowered(std::string_view expression) const;
+};
+
+// Whether NVRTC can be loaded (never throws), and why not.
+bool nvrtc_available();
+std::string nvrtc_unavailable_reason();
+
+// "13.0". Loads NVRTC (throws UnavailableError without it).
+std::string nvrtc_version();
+// Whether this process has loaded NVRTC yet (the disk tier must not need to).
+bool nvrtc_loaded();
+
+// The NVRTC library file this process would load (without loading it); empty if none found.
+// Search order: $ZEROJIT_NVRTC_LIBRARY, the dynamic loader's path, then lib64/ under
+// $CUDA_HOME, $CUDA_PATH, the toolkit of the nvcc on PATH, /usr/local/cuda.
+std::string nvrtc_library_path();
+
+// The CUDA toolkit's include directory, searched in $CUDA_HOME, $CUDA_PATH, the nvcc on PATH,
+// /usr/local/cuda. Throws UnavailableError listing the places it looked.
+std::string cuda_include_dir();
+
+// Checks an arch name ("sm_90a", "sm_100a", "sm_89", ...); throws zerojit::Error otherwise.
+void validate_arch(std::string_view arch);
+
+// Compiles for `arch`. Throws CompileError (kernel, key and NVRTC log) when NVRTC rejects the
+// program, UnavailableError without NVRTC. `identity` must be compute_identity(program, arch,
+// nvrtc_version()); the caller computed it already, so it is passed in.
+CompiledArtifact compile_program(const Program& program, std::string_view arch,
+                                 const ProgramIdentity& identity);
+
+}  // namespace zerojit

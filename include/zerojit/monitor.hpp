@@ -1,0 +1,104 @@
+// The JIT monitor: armed when warmup ends, it sees every compile and module load that
+// happens afterwards, and reports it (warn) or refuses it (error).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace zerojit {
+
+enum class MonitorMode { off, warn, error };
+std::string_view to_string(MonitorMode mode);
+// "off" | "warn" | "error" (case-insensitive); std::nullopt otherwise.
+std::optional<MonitorMode> parse_monitor_mode(std::string_view text);
+
+enum class JitEventKind { compile, load };
+std::string_view to_string(JitEventKind kind);
+
+// One runtime JIT the monitor saw.
+struct JitEvent {
+  JitEventKind kind = JitEventKind::compile;
+  std::string kernel;
+  std::string key;
+  std::string descriptors;  // the runtime descriptors that produced the key (may be empty)
+};
+
+// A kernel's counters, as read at one moment.
+struct KernelCounters {
+  std::string kernel;
+  std::uint64_t hits = 0;         // launches served by the executor cache
+  std::uint64_t misses = 0;       // executor-cache misses (each a compile or load)
+  std::uint64_t compiles = 0;     // NVRTC compiles
+  double compile_seconds = 0.0;   // time spent in them
+  std::uint64_t disk_loads = 0;   // artifacts read from the artifact store
+  std::uint64_t loads = 0;        // module loads onto a device
+  std::uint64_t runtime_jit = 0;  // compiles and loads seen after the monitor was armed
+};
+
+class Monitor {
+ public:
+  // The singleton. Its mode starts from $ZEROJIT_MONITOR (off, warn, error; default off);
+  // $ZEROJIT_MONITOR_VERBOSE=1 makes warn report every event, not once per (kernel, key).
+  static Monitor& instance();
+
+  MonitorMode mode() const { return mode_.load(std::memory_order_acquire); }
+  void set_mode(MonitorMode mode) { mode_.store(mode, std::memory_order_release); }
+  bool verbose() const { return verbose_.load(std::memory_order_relaxed); }
+  void set_verbose(bool verbose) { verbose_.store(verbose, std::memory_order_relaxed); }
+
+  // Warmup arms the monitor when it ends; arm/disarm are also public for callers that warm up
+  // by other means.
+  void arm() { armed_.store(true, std::memory_order_release); }
+  void disarm() { armed_.store(false, std::memory_order_release); }
+  bool armed() const { return armed_.load(std::memory_order_acquire); }
+
+  // Called by a kernel before a compile or load. Does nothing unless armed; in warn mode it
+  // reports (once per kernel and key unless verbose) and counts; in error mode it throws
+  // RuntimeJitError naming the kernel, the key and the descriptors.
+  void on_jit(const JitEvent& event);
+
+  // Where warnings go (default: standard error). Tests capture them.
+  void set_sink(std::function<void(std::string_view)> sink);
+
+  // Every event seen since the last reset (both modes), for tests and the tool.
+  std::vector<JitEvent> events() const;
+  void reset_events();
+
+  // Counters of every live kernel, and the same as JSON:
+  // {"mode":"error","armed":true,"kernels":[{"kernel":"...","hits":..,...}]}
+  std::vector<KernelCounters> counters() const;
+  std::string counters_json() const;
+
+  // Holds the monitor disarmed during a warmup and restores the armed state after it.
+  class WarmupScope {
+   public:
+    WarmupScope();
+    ~WarmupScope();
+    WarmupScope(const WarmupScope&) = delete;
+    WarmupScope& operator=(const WarmupScope&) = delete;
+
+   private:
+    bool was_armed_;
+  };
+
+ private:
+  Monitor();
+
+  std::atomic<MonitorMode> mode_{MonitorMode::off};
+  std::atomic<bool> verbose_{false};
+  std::atomic<bool> armed_{false};
+  mutable std::mutex mutex_;
+  std::function<void(std::string_view)> sink_;
+  std::set<std::pair<std::string, std::string>> reported_;
+  std::vector<JitEvent> events_;
+};
+
+}  // namespace zerojit

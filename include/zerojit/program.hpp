@@ -1,0 +1,77 @@
+// What NVRTC compiles for one key, and the content hash that identifies the result.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "zerojit/embedded.hpp"
+
+namespace zerojit {
+
+// Bumped whenever zerojit changes how it compiles or stores artifacts, so that no artifact of
+// an older zerojit is ever taken for a current one.
+inline constexpr int kFormatVersion = 1;
+
+struct Program {
+  std::string kernel_name;                    // the owning kernel, for messages and identity
+  const EmbeddedFileSet* files = nullptr;     // where the source and its includes resolve
+  std::string source_path;                    // e.g. "dsv4/indexer_q_fp8.cu"
+  std::vector<std::string> name_expressions;  // e.g. "zj::dsv4::indexer_q_fp8_kernel<128, 4>"
+  std::vector<std::string> options;           // extra NVRTC options; the arch is added later
+  std::string key_text;                       // describe(key), for messages and identity
+  // Set when the source includes CUDA toolkit headers (<cuda_fp16.h>, ...): the compiler then
+  // adds the toolkit's include directory. Their content is covered by the NVRTC version.
+  bool needs_toolkit_headers = false;
+};
+
+// An embedded header a program includes, found by following #include "..." directives.
+struct ResolvedHeader {
+  std::string_view path;
+  std::string_view content;
+};
+
+// The program's source and every embedded header it includes, directly or not, in first-seen
+// order. Throws zerojit::Error naming the kernel and the missing file when a quoted include
+// resolves to no embedded file (and the program does not use toolkit headers).
+struct ResolvedSource {
+  std::string_view source;
+  std::vector<ResolvedHeader> headers;
+};
+ResolvedSource resolve_program_source(const Program& program);
+
+// 128-bit content hash of everything that changes the compiled binary: zerojit's format
+// version, the kernel name, the source and each included header (path and content), the name
+// expressions, the options, the key's text, the target arch and the NVRTC version. It holds
+// no absolute path, so a cache stays valid when the tree or the toolkit moves.
+struct ProgramIdentity {
+  std::array<std::uint64_t, 2> words{};
+
+  std::string hex() const;  // 32 lower-case hex digits
+  static ProgramIdentity from_hex(std::string_view hex);  // throws zerojit::Error
+  bool operator==(const ProgramIdentity&) const = default;
+  auto operator<=>(const ProgramIdentity&) const = default;
+};
+
+ProgramIdentity compute_identity(const Program& program, std::string_view arch,
+                                 std::string_view nvrtc_version);
+
+// The identity's inputs, one hash each, so that a cache miss can say which part differs from
+// its nearest neighbour (source, options, arch, NVRTC version, ...).
+struct IdentityComponents {
+  std::uint64_t format = 0;
+  std::uint64_t kernel = 0;
+  std::uint64_t source = 0;  // source + headers
+  std::uint64_t names = 0;   // name expressions
+  std::uint64_t options = 0;
+  std::uint64_t key = 0;
+  std::uint64_t arch = 0;
+  std::uint64_t nvrtc = 0;
+  bool operator==(const IdentityComponents&) const = default;
+};
+IdentityComponents identity_components(const Program& program, std::string_view arch,
+                                       std::string_view nvrtc_version);
+
+}  // namespace zerojit

@@ -1,0 +1,154 @@
+// The warmup registry. Code that selects a kernel at run time registers it here, under the
+// same predicate, with a builder for its warmup space; warmup then compiles the union of every
+// registration's keys in a bounded pool, loads each module on every selected device, and arms
+// the monitor.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "zerojit/compiler.hpp"
+#include "zerojit/kernel.hpp"
+#include "zerojit/space.hpp"
+
+namespace zerojit {
+
+// One (kernel, key) that warmup will compile.
+struct ManifestEntry {
+  KernelBase* kernel = nullptr;
+  std::string key_text;  // describe(key)
+  std::string key_json;  // to_json_text(key)
+  // Compiles for an arch and loads on the given devices.
+  std::function<WarmResult(std::string_view arch, std::span<const int> devices)> warm;
+};
+
+// What expanding the registrations found.
+struct Manifest {
+  std::vector<ManifestEntry> entries;  // per kernel in registration order, keys deduplicated
+  struct DeadAxis {
+    std::string kernel;
+    std::string tag;
+    std::string axis;
+  };
+  std::vector<DeadAxis> dead_axes;
+
+  std::size_t size() const { return entries.size(); }
+  // One line per entry: "<kernel> <key text>".
+  std::vector<std::string> lines() const;
+  // [{"kernel":"...","key":{...}}, ...]
+  std::string to_json() const;
+};
+
+enum class ProgressStyle { automatic, bar, lines, none };
+
+struct WarmupOptions {
+  // The arch to compile for when nothing is loaded (compile_only, or no GPU). With devices,
+  // each device's own arch is used.
+  std::string arch = "sm_90a";
+  std::vector<int> devices;   // empty: every visible device
+  bool compile_only = false;  // compile (and store), load nothing
+  int jobs = 0;               // <= 0: one per core
+  ProgressStyle progress = ProgressStyle::automatic;  // bar on a terminal, else lines
+  bool arm_monitor = true;    // arm the monitor at the end (when its mode is not off)
+};
+
+struct KeyReport {
+  std::string kernel;
+  std::string key;
+  std::string arch;
+  ArtifactOrigin origin = ArtifactOrigin::compiled;
+  double seconds = 0.0;
+  double compile_seconds = 0.0;
+  std::string error;  // empty on success
+};
+
+struct KernelReport {
+  std::string kernel;
+  int keys = 0;
+  int from_memory = 0;
+  int from_disk = 0;
+  int compiled = 0;
+  int failed = 0;
+  double seconds = 0.0;  // sum over its keys
+};
+
+struct WarmupReport {
+  std::vector<KeyReport> keys;
+  std::vector<KernelReport> kernels;
+  std::vector<std::string> archs;
+  std::vector<int> devices;  // devices loaded on (empty: compile only)
+  double wall_seconds = 0.0;
+  bool monitor_armed = false;
+
+  int total_keys() const;
+  int from_memory() const;
+  int from_disk() const;
+  int compiled() const;
+  int failed() const;
+  bool ok() const { return failed() == 0; }
+  std::string to_json() const;
+  // "8 keys in 5 kernels: 8 compiled, 0 from disk, 0 from memory, 0 failed; 1.23 s"
+  std::string summary_line() const;
+};
+
+class WarmupRegistry {
+ public:
+  // Registers `kernel` with a builder of its warmup space. Registrations with the same kernel
+  // and tag are duplicates (e.g. every layer of a type registering once) and are dropped.
+  template <class KernelT>
+  void add(KernelT& kernel, std::string tag,
+           std::function<WarmupSpace<typename KernelT::Descriptors>()> build_space) {
+    for (const auto& existing : registrations_) {
+      if (existing.kernel == &kernel && existing.tag == tag) return;
+    }
+    Registration registration;
+    registration.kernel = &kernel;
+    registration.tag = std::move(tag);
+    registration.expand = [&kernel, build_space = std::move(build_space)](
+                              std::vector<ManifestEntry>& entries,
+                              std::vector<std::string>& dead_axes) {
+      const auto space = build_space();
+      auto expansion =
+          space.expand([&kernel](const typename KernelT::Descriptors& descriptors) {
+            return kernel.dispatch(descriptors);
+          });
+      dead_axes = expansion.dead_axes;
+      for (const auto& key : expansion.keys) {
+        ManifestEntry entry;
+        entry.kernel = &kernel;
+        entry.key_text = describe(key);
+        entry.key_json = to_json_text(key);
+        entry.warm = [&kernel, key](std::string_view arch, std::span<const int> devices) {
+          return kernel.warm(key, arch, devices);
+        };
+        entries.push_back(std::move(entry));
+      }
+    };
+    registrations_.push_back(std::move(registration));
+  }
+
+  std::size_t registration_count() const { return registrations_.size(); }
+
+  // The union of every registration's keys: per kernel (in first-registration order), keys
+  // deduplicated in first-seen order. Nothing is compiled.
+  Manifest manifest() const;
+
+  // Compiles (and loads) the manifest. Failures are reported per key, naming kernel and key;
+  // the other keys still compile. Arms the monitor at the end when options.arm_monitor and the
+  // monitor's mode is not off.
+  WarmupReport warmup(const WarmupOptions& options = {}) const;
+
+ private:
+  struct Registration {
+    KernelBase* kernel = nullptr;
+    std::string tag;
+    std::function<void(std::vector<ManifestEntry>&, std::vector<std::string>&)> expand;
+  };
+  std::vector<Registration> registrations_;
+};
+
+}  // namespace zerojit

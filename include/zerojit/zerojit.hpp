@@ -1,0 +1,21 @@
+// Umbrella header: the whole public API of zerojit.
+#pragma once
+
+#include "zerojit/artifact_store.hpp"
+#include "zerojit/backend.hpp"
+#include "zerojit/compiler.hpp"
+#include "zerojit/cuda.hpp"
+#include "zerojit/dtype.hpp"
+#include "zerojit/embedded.hpp"
+#include "zerojit/error.hpp"
+#include "zerojit/executor_cache.hpp"
+#include "zerojit/kernel.hpp"
+#include "zerojit/key.hpp"
+#include "zerojit/launch.hpp"
+#include "zerojit/monitor.hpp"
+#include "zerojit/parallel.hpp"
+#include "zerojit/program.hpp"
+#include "zerojit/registry.hpp"
+#include "zerojit/runtime.hpp"
+#include "zerojit/space.hpp"
+#include "zerojit/tensor.hpp"

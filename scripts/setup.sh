@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs what zerojit builds with (when missing), then configures and builds it.
+#   scripts/setup.sh [build-dir]        (default: build/)
+# Environment: ZEROJIT_BUILD_TYPE (Release), ZEROJIT_WERROR (OFF), ZEROJIT_JOBS (all cores).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${1:-$root/build}
+
+# Debian packages the build needs; only the missing ones are installed.
+packages=(cmake make g++ libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
+          libcli11-dev libxxhash-dev python3)
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||
+    missing+=("$package")
+done
+if ((${#missing[@]})); then
+  echo "zerojit setup: installing ${missing[*]}" >&2
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# NVRTC and the CUDA headers come from the CUDA toolkit (not a Debian package). zerojit builds
+# without them; compiling kernels needs them at run time.
+if ! ls "${CUDA_HOME:-/usr/local/cuda}"/lib64/libnvrtc.so* >/dev/null 2>&1 && ! command -v nvcc >/dev/null; then
+  echo "zerojit setup: warning: no CUDA toolkit found (set CUDA_HOME); kernels cannot be compiled" >&2
+fi
+
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE="${ZEROJIT_BUILD_TYPE:-Release}" \
+  -DZEROJIT_WERROR="${ZEROJIT_WERROR:-OFF}" >/dev/null
+cmake --build "$build" -j "${ZEROJIT_JOBS:-$(nproc)}"

@@ -1,0 +1,312 @@
+#include "zerojit/compiler.hpp"
+
+#include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+
+#include "zerojit/error.hpp"
+
+namespace zerojit {
+namespace {
+
+namespace fs = std::filesystem;
+
+using NvrtcResult = int;
+using NvrtcProgram = struct _nvrtcProgram*;
+
+struct NvrtcApi {
+  NvrtcResult (*nvrtcVersion)(int* major, int* minor);
+  const char* (*nvrtcGetErrorString)(NvrtcResult result);
+  NvrtcResult (*nvrtcCreateProgram)(NvrtcProgram* program, const char* source, const char* name,
+                                    int header_count, const char* const* headers,
+                                    const char* const* include_names);
+  NvrtcResult (*nvrtcDestroyProgram)(NvrtcProgram* program);
+  NvrtcResult (*nvrtcCompileProgram)(NvrtcProgram program, int option_count,
+                                     const char* const* options);
+  NvrtcResult (*nvrtcGetProgramLogSize)(NvrtcProgram program, std::size_t* size);
+  NvrtcResult (*nvrtcGetProgramLog)(NvrtcProgram program, char* log);
+  NvrtcResult (*nvrtcGetCUBINSize)(NvrtcProgram program, std::size_t* size);
+  NvrtcResult (*nvrtcGetCUBIN)(NvrtcProgram program, char* cubin);
+  NvrtcResult (*nvrtcAddNameExpression)(NvrtcProgram program, const char* expression);
+  NvrtcResult (*nvrtcGetLoweredName)(NvrtcProgram program, const char* expression,
+                                     const char** lowered);
+};
+
+constexpr NvrtcResult kNvrtcSuccess = 0;
+constexpr NvrtcResult kNvrtcCompilationError = 6;
+
+const char* env(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? value : nullptr;
+}
+
+// Toolkit roots in the documented order: $CUDA_HOME, $CUDA_PATH, the nvcc on PATH,
+// /usr/local/cuda.
+std::vector<fs::path> toolkit_roots() {
+  std::vector<fs::path> roots;
+  if (const char* home = env("CUDA_HOME")) roots.emplace_back(home);
+  if (const char* path = env("CUDA_PATH")) roots.emplace_back(path);
+  if (const char* search = env("PATH")) {
+    std::string_view rest(search);
+    while (!rest.empty()) {
+      const std::size_t colon = rest.find(':');
+      const fs::path dir(rest.substr(0, colon));
+      rest = colon == std::string_view::npos ? std::string_view{} : rest.substr(colon + 1);
+      std::error_code ec;
+      const fs::path nvcc = dir / "nvcc";
+      if (!dir.empty() && fs::exists(nvcc, ec)) {
+        const fs::path real = fs::weakly_canonical(nvcc, ec);
+        roots.push_back((ec ? nvcc : real).parent_path().parent_path());
+        break;
+      }
+    }
+  }
+  roots.emplace_back("/usr/local/cuda");
+  return roots;
+}
+
+constexpr const char* kNvrtcSonames[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"};
+
+struct NvrtcState {
+  NvrtcApi api{};
+  bool loaded = false;
+  std::string reason;
+  std::string version;
+};
+
+template <class Fn>
+bool resolve(void* library, Fn& slot, const char* name, std::string& reason) {
+  slot = reinterpret_cast<Fn>(dlsym(library, name));
+  if (slot == nullptr) reason = std::string("NVRTC lacks ") + name;
+  return slot != nullptr;
+}
+
+NvrtcState load_nvrtc() {
+  NvrtcState state;
+  void* library = nullptr;
+  const std::string path = nvrtc_library_path();
+  if (!path.empty()) library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  for (const char* soname : kNvrtcSonames) {
+    if (library == nullptr) library = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+  }
+  if (library == nullptr) {
+    state.reason =
+        "NVRTC not found: looked for libnvrtc.so.13 in $ZEROJIT_NVRTC_LIBRARY, lib64/ of "
+        "$CUDA_HOME, $CUDA_PATH, the nvcc on PATH and /usr/local/cuda, and on the loader path; "
+        "install the CUDA toolkit (or set CUDA_HOME), or use an ahead-of-time pack";
+    return state;
+  }
+  NvrtcApi& a = state.api;
+  std::string& r = state.reason;
+  const bool ok = resolve(library, a.nvrtcVersion, "nvrtcVersion", r) &&
+                  resolve(library, a.nvrtcGetErrorString, "nvrtcGetErrorString", r) &&
+                  resolve(library, a.nvrtcCreateProgram, "nvrtcCreateProgram", r) &&
+                  resolve(library, a.nvrtcDestroyProgram, "nvrtcDestroyProgram", r) &&
+                  resolve(library, a.nvrtcCompileProgram, "nvrtcCompileProgram", r) &&
+                  resolve(library, a.nvrtcGetProgramLogSize, "nvrtcGetProgramLogSize", r) &&
+                  resolve(library, a.nvrtcGetProgramLog, "nvrtcGetProgramLog", r) &&
+                  resolve(library, a.nvrtcGetCUBINSize, "nvrtcGetCUBINSize", r) &&
+                  resolve(library, a.nvrtcGetCUBIN, "nvrtcGetCUBIN", r) &&
+                  resolve(library, a.nvrtcAddNameExpression, "nvrtcAddNameExpression", r) &&
+                  resolve(library, a.nvrtcGetLoweredName, "nvrtcGetLoweredName", r);
+  if (!ok) return state;
+  int major = 0, minor = 0;
+  if (a.nvrtcVersion(&major, &minor) != kNvrtcSuccess) {
+    state.reason = "nvrtcVersion failed";
+    return state;
+  }
+  state.version = std::to_string(major) + "." + std::to_string(minor);
+  state.loaded = true;
+  return state;
+}
+
+std::once_flag nvrtc_once;
+// Set once, never freed: NVRTC stays loaded for the life of the process.
+std::atomic<const NvrtcState*> nvrtc_state_ptr{nullptr};
+
+const NvrtcState& nvrtc_state() {
+  std::call_once(nvrtc_once, [] {
+    nvrtc_state_ptr.store(new NvrtcState(load_nvrtc()), std::memory_order_release);
+  });
+  return *nvrtc_state_ptr.load(std::memory_order_acquire);
+}
+
+const NvrtcApi& nvrtc() {
+  const NvrtcState& state = nvrtc_state();
+  if (!state.loaded) throw UnavailableError(state.reason);
+  return state.api;
+}
+
+void check_nvrtc(NvrtcResult result, const char* call) {
+  if (result == kNvrtcSuccess) return;
+  throw Error(std::string(call) + " failed: " + nvrtc().nvrtcGetErrorString(result));
+}
+
+// Releases an NVRTC program on every path out of compile_program.
+struct ProgramHandle {
+  NvrtcProgram program = nullptr;
+  ~ProgramHandle() {
+    if (program != nullptr) nvrtc().nvrtcDestroyProgram(&program);
+  }
+};
+
+std::string program_log(NvrtcProgram program) {
+  std::size_t size = 0;
+  if (nvrtc().nvrtcGetProgramLogSize(program, &size) != kNvrtcSuccess || size <= 1) return {};
+  std::string log(size, '\0');
+  nvrtc().nvrtcGetProgramLog(program, log.data());
+  while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+  return log;
+}
+
+}  // namespace
+
+std::string_view to_string(ArtifactOrigin origin) {
+  switch (origin) {
+    case ArtifactOrigin::memory: return "memory";
+    case ArtifactOrigin::disk: return "disk";
+    case ArtifactOrigin::compiled: return "compiled";
+  }
+  return "?";
+}
+
+const std::string& CompiledArtifact::lowered(std::string_view expression) const {
+  for (const auto& name : lowered_names) {
+    if (name.expression == expression) return name.lowered;
+  }
+  throw Error("kernel " + kernel_name + " [" + key_text + "]: the artifact has no function for \"" +
+              std::string(expression) + "\"");
+}
+
+bool nvrtc_available() { return nvrtc_state().loaded; }
+std::string nvrtc_unavailable_reason() { return nvrtc_state().reason; }
+bool nvrtc_loaded() {
+  const NvrtcState* state = nvrtc_state_ptr.load(std::memory_order_acquire);
+  return state != nullptr && state->loaded;
+}
+
+std::string nvrtc_version() {
+  nvrtc();
+  return nvrtc_state().version;
+}
+
+std::string nvrtc_library_path() {
+  std::error_code ec;
+  if (const char* explicit_path = env("ZEROJIT_NVRTC_LIBRARY")) {
+    return fs::exists(explicit_path, ec) ? std::string(explicit_path) : std::string{};
+  }
+  for (const fs::path& root : toolkit_roots()) {
+    for (const char* soname : kNvrtcSonames) {
+      for (const char* lib : {"lib64", "lib"}) {
+        const fs::path candidate = root / lib / soname;
+        if (fs::exists(candidate, ec)) return candidate.string();
+      }
+    }
+  }
+  return {};
+}
+
+std::string cuda_include_dir() {
+  std::string tried;
+  std::error_code ec;
+  for (const fs::path& root : toolkit_roots()) {
+    const fs::path include = root / "include";
+    if (fs::exists(include / "cuda.h", ec)) return include.string();
+    tried += (tried.empty() ? "" : ", ") + include.string();
+  }
+  throw UnavailableError(
+      "CUDA headers not found (looked in $CUDA_HOME, $CUDA_PATH, the nvcc on PATH and "
+      "/usr/local/cuda: " +
+      tried + "); set CUDA_HOME to the toolkit's root");
+}
+
+void validate_arch(std::string_view arch) {
+  bool ok = arch.size() >= 5 && arch.substr(0, 3) == "sm_";
+  std::size_t i = 3;
+  while (ok && i < arch.size() && arch[i] >= '0' && arch[i] <= '9') ++i;
+  ok = ok && i >= 5;  // at least two digits
+  if (ok && i < arch.size()) ok = i + 1 == arch.size() && (arch[i] == 'a' || arch[i] == 'f');
+  if (!ok) {
+    throw Error("unknown target arch \"" + std::string(arch) +
+                "\": name a real architecture such as sm_90a (H100/H200) or sm_100a (B200)");
+  }
+}
+
+CompiledArtifact compile_program(const Program& program, std::string_view arch,
+                                 const ProgramIdentity& identity) {
+  validate_arch(arch);
+  const NvrtcApi& api = nvrtc();
+  const ResolvedSource resolved = resolve_program_source(program);
+
+  std::vector<std::string> header_text;
+  std::vector<std::string> header_names;
+  for (const auto& header : resolved.headers) {
+    header_text.emplace_back(header.content);
+    header_names.emplace_back(header.path);
+  }
+  std::vector<const char*> header_pointers, name_pointers;
+  for (std::size_t i = 0; i < header_text.size(); ++i) {
+    header_pointers.push_back(header_text[i].c_str());
+    name_pointers.push_back(header_names[i].c_str());
+  }
+  const std::string source(resolved.source);
+
+  const auto start = std::chrono::steady_clock::now();
+  ProgramHandle handle;
+  check_nvrtc(api.nvrtcCreateProgram(&handle.program, source.c_str(), program.source_path.c_str(),
+                                     static_cast<int>(header_pointers.size()),
+                                     header_pointers.data(), name_pointers.data()),
+              "nvrtcCreateProgram");
+  for (const auto& expression : program.name_expressions) {
+    check_nvrtc(api.nvrtcAddNameExpression(handle.program, expression.c_str()),
+                "nvrtcAddNameExpression");
+  }
+
+  std::vector<std::string> options(std::begin(kDefaultNvrtcOptions),
+                                   std::end(kDefaultNvrtcOptions));
+  options.push_back("--gpu-architecture=" + std::string(arch));
+  if (program.needs_toolkit_headers) options.push_back("-I" + cuda_include_dir());
+  options.insert(options.end(), program.options.begin(), program.options.end());
+  std::vector<const char*> option_pointers;
+  for (const auto& option : options) option_pointers.push_back(option.c_str());
+
+  const NvrtcResult result = api.nvrtcCompileProgram(
+      handle.program, static_cast<int>(option_pointers.size()), option_pointers.data());
+  std::string log = program_log(handle.program);
+  if (result != kNvrtcSuccess) {
+    std::string message = "NVRTC could not compile kernel " + program.kernel_name + " [" +
+                          program.key_text + "] for " + std::string(arch) + " (" +
+                          api.nvrtcGetErrorString(result) + ")";
+    if (result == kNvrtcCompilationError && !log.empty()) message += ":\n" + log;
+    throw CompileError(program.kernel_name, program.key_text, log, message);
+  }
+
+  CompiledArtifact artifact;
+  artifact.identity = identity;
+  artifact.kernel_name = program.kernel_name;
+  artifact.key_text = program.key_text;
+  artifact.arch = std::string(arch);
+  artifact.nvrtc_version = nvrtc_version();
+  artifact.log = std::move(log);
+  std::size_t cubin_size = 0;
+  check_nvrtc(api.nvrtcGetCUBINSize(handle.program, &cubin_size), "nvrtcGetCUBINSize");
+  artifact.cubin.resize(cubin_size);
+  check_nvrtc(api.nvrtcGetCUBIN(handle.program, artifact.cubin.data()), "nvrtcGetCUBIN");
+  for (const auto& expression : program.name_expressions) {
+    const char* lowered = nullptr;
+    check_nvrtc(api.nvrtcGetLoweredName(handle.program, expression.c_str(), &lowered),
+                "nvrtcGetLoweredName");
+    artifact.lowered_names.push_back({expression, lowered});
+  }
+  artifact.compile_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return artifact;
+}
+
+}  // namespace zerojit

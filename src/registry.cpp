@@ -1,0 +1,284 @@
+#include "zerojit/registry.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "zerojit/cuda.hpp"
+
+namespace zerojit {
+namespace {
+
+// Progress of a warmup on standard error: a redrawn bar on a terminal, one line per key
+// otherwise (logs, CI).
+class Progress {
+ public:
+  Progress(ProgressStyle style, std::size_t total) : total_(total) {
+    if (style == ProgressStyle::automatic) {
+      style = isatty(STDERR_FILENO) ? ProgressStyle::bar : ProgressStyle::lines;
+    }
+    style_ = total == 0 ? ProgressStyle::none : style;
+  }
+
+  void finished(const KeyReport& key) {
+    std::lock_guard lock(mutex_);
+    ++done_;
+    if (style_ == ProgressStyle::lines) {
+      std::fprintf(stderr, "zerojit warmup [%zu/%zu] %-9s %6.3f s  %s [%s]%s%s\n", done_, total_,
+                   key.error.empty() ? std::string(to_string(key.origin)).c_str() : "FAILED",
+                   key.seconds, key.kernel.c_str(), key.key.c_str(),
+                   key.error.empty() ? "" : ": ", first_line(key.error).c_str());
+    } else if (style_ == ProgressStyle::bar) {
+      constexpr std::size_t kWidth = 30;
+      const std::size_t filled = done_ * kWidth / total_;
+      std::string bar(filled, '=');
+      if (filled < kWidth) bar += '>' + std::string(kWidth - filled - 1, ' ');
+      std::string label = key.kernel;
+      if (label.size() > 40) label = label.substr(0, 37) + "...";
+      std::fprintf(stderr, "\r\033[Kwarmup [%s] %zu/%zu %s", bar.c_str(), done_, total_,
+                   label.c_str());
+      if (done_ == total_) std::fprintf(stderr, "\r\033[K");
+    }
+    std::fflush(stderr);
+  }
+
+ private:
+  static std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+  ProgressStyle style_;
+  std::size_t total_;
+  std::size_t done_ = 0;
+  std::mutex mutex_;
+};
+
+WarmupReport run_warmup(const Manifest& manifest, const WarmupOptions& options);
+
+}  // namespace
+
+std::vector<std::string> Manifest::lines() const {
+  std::vector<std::string> out;
+  for (const auto& entry : entries) out.push_back(entry.kernel->name() + " " + entry.key_text);
+  return out;
+}
+
+std::string Manifest::to_json() const {
+  std::string out = "[";
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (i) out += ',';
+    out += "{\"kernel\":";
+    detail::append_json_string(out, entries[i].kernel->name());
+    out += ",\"key\":" + entries[i].key_json + "}";
+  }
+  return out + "]";
+}
+
+Manifest WarmupRegistry::manifest() const {
+  // Group by kernel in first-registration order; dedupe keys per kernel in first-seen order.
+  std::vector<KernelBase*> kernel_order;
+  std::map<KernelBase*, std::vector<ManifestEntry>> per_kernel;
+  std::set<std::pair<KernelBase*, std::string>> seen;
+  Manifest manifest;
+  for (const auto& registration : registrations_) {
+    std::vector<ManifestEntry> entries;
+    std::vector<std::string> dead_axes;
+    registration.expand(entries, dead_axes);
+    for (const auto& axis : dead_axes) {
+      manifest.dead_axes.push_back({registration.kernel->name(), registration.tag, axis});
+    }
+    if (!per_kernel.count(registration.kernel)) kernel_order.push_back(registration.kernel);
+    auto& bucket = per_kernel[registration.kernel];
+    for (auto& entry : entries) {
+      if (seen.emplace(entry.kernel, entry.key_text).second) bucket.push_back(std::move(entry));
+    }
+  }
+  for (KernelBase* kernel : kernel_order) {
+    for (auto& entry : per_kernel[kernel]) manifest.entries.push_back(std::move(entry));
+  }
+  return manifest;
+}
+
+WarmupReport WarmupRegistry::warmup(const WarmupOptions& options) const {
+  WarmupReport report;
+  {
+    Monitor::WarmupScope scope;  // warmup's own compiles are not runtime JIT
+    report = run_warmup(manifest(), options);
+  }
+  if (options.arm_monitor && Monitor::instance().mode() != MonitorMode::off) {
+    Monitor::instance().arm();
+    report.monitor_armed = true;
+  }
+  return report;
+}
+
+namespace {
+
+WarmupReport run_warmup(const Manifest& manifest, const WarmupOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  WarmupReport report;
+
+  std::vector<int> devices;
+  if (!options.compile_only) {
+    Backend& backend = Runtime::instance().backend();
+    const int count = backend.device_count();
+    if (options.devices.empty()) {
+      for (int d = 0; d < count; ++d) devices.push_back(d);
+    } else {
+      for (int d : options.devices) {
+        if (d < 0 || d >= count) {
+          throw Error("warmup: device " + std::to_string(d) + " does not exist (" +
+                      std::to_string(count) + " visible)");
+        }
+        devices.push_back(d);
+      }
+    }
+  }
+  // Devices grouped by arch: one compile per (key, arch), loaded on each device of that arch.
+  std::map<std::string, std::vector<int>> devices_by_arch;
+  for (int d : devices) devices_by_arch[Runtime::instance().target_arch(d)].push_back(d);
+  if (devices_by_arch.empty()) {
+    validate_arch(options.arch);
+    devices_by_arch[options.arch] = {};
+  }
+  for (const auto& [arch, unused] : devices_by_arch) report.archs.push_back(arch);
+  report.devices = devices;
+
+  struct Job {
+    const ManifestEntry* entry;
+    const std::string* arch;
+    const std::vector<int>* devices;
+  };
+  std::vector<Job> jobs;
+  for (const auto& [arch, arch_devices] : devices_by_arch) {
+    for (const auto& entry : manifest.entries) jobs.push_back({&entry, &arch, &arch_devices});
+  }
+  report.keys.resize(jobs.size());
+  Progress progress(options.progress, jobs.size());
+  parallel_for(jobs.size(), options.jobs, [&](std::size_t i) {
+    const Job& job = jobs[i];
+    KeyReport& key = report.keys[i];
+    key.kernel = job.entry->kernel->name();
+    key.key = job.entry->key_text;
+    key.arch = *job.arch;
+    const auto key_start = std::chrono::steady_clock::now();
+    try {
+      const WarmResult result = job.entry->warm(*job.arch, *job.devices);
+      key.origin = result.origin;
+      key.compile_seconds = result.compile_seconds;
+    } catch (const std::exception& error) {
+      key.error = error.what();
+    }
+    key.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - key_start).count();
+    progress.finished(key);
+  });
+
+  for (const KeyReport& key : report.keys) {
+    auto it = std::find_if(report.kernels.begin(), report.kernels.end(),
+                           [&](const KernelReport& k) { return k.kernel == key.kernel; });
+    if (it == report.kernels.end()) {
+      report.kernels.push_back(KernelReport{key.kernel});
+      it = std::prev(report.kernels.end());
+    }
+    ++it->keys;
+    it->seconds += key.seconds;
+    if (!key.error.empty()) {
+      ++it->failed;
+    } else if (key.origin == ArtifactOrigin::memory) {
+      ++it->from_memory;
+    } else if (key.origin == ArtifactOrigin::disk) {
+      ++it->from_disk;
+    } else {
+      ++it->compiled;
+    }
+  }
+  report.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return report;
+}
+
+template <class Count>
+int sum_over(const std::vector<KernelReport>& kernels, Count count) {
+  int total = 0;
+  for (const auto& kernel : kernels) total += count(kernel);
+  return total;
+}
+}  // namespace
+
+int WarmupReport::total_keys() const {
+  return sum_over(kernels, [](const KernelReport& k) { return k.keys; });
+}
+int WarmupReport::from_memory() const {
+  return sum_over(kernels, [](const KernelReport& k) { return k.from_memory; });
+}
+int WarmupReport::from_disk() const {
+  return sum_over(kernels, [](const KernelReport& k) { return k.from_disk; });
+}
+int WarmupReport::compiled() const {
+  return sum_over(kernels, [](const KernelReport& k) { return k.compiled; });
+}
+int WarmupReport::failed() const {
+  return sum_over(kernels, [](const KernelReport& k) { return k.failed; });
+}
+
+std::string WarmupReport::summary_line() const {
+  char buffer[256];
+  std::snprintf(buffer, sizeof buffer,
+                "%d keys in %zu kernels: %d compiled, %d from disk, %d from memory, %d failed; "
+                "%.3f s",
+                total_keys(), kernels.size(), compiled(), from_disk(), from_memory(), failed(),
+                wall_seconds);
+  return buffer;
+}
+
+std::string WarmupReport::to_json() const {
+  std::string out = "{\"archs\":[";
+  for (std::size_t i = 0; i < archs.size(); ++i) {
+    if (i) out += ',';
+    detail::append_json_string(out, archs[i]);
+  }
+  out += "],\"devices\":[";
+  for (std::size_t i = 0; i < devices.size(); ++i) out += (i ? "," : "") + std::to_string(devices[i]);
+  out += "],\"wall_seconds\":";
+  detail::append_double(out, wall_seconds);
+  out += ",\"monitor_armed\":" + std::string(monitor_armed ? "true" : "false");
+  out += ",\"totals\":{\"keys\":" + std::to_string(total_keys()) +
+         ",\"compiled\":" + std::to_string(compiled()) + ",\"from_disk\":" +
+         std::to_string(from_disk()) + ",\"from_memory\":" + std::to_string(from_memory()) +
+         ",\"failed\":" + std::to_string(failed()) + "},\"kernels\":[";
+  for (std::size_t i = 0; i < kernels.size(); ++i) {
+    const KernelReport& k = kernels[i];
+    out += (i ? "," : "") + std::string("{\"kernel\":");
+    detail::append_json_string(out, k.kernel);
+    out += ",\"keys\":" + std::to_string(k.keys) + ",\"compiled\":" + std::to_string(k.compiled) +
+           ",\"from_disk\":" + std::to_string(k.from_disk) +
+           ",\"from_memory\":" + std::to_string(k.from_memory) +
+           ",\"failed\":" + std::to_string(k.failed) + ",\"seconds\":";
+    detail::append_double(out, k.seconds);
+    out += "}";
+  }
+  out += "],\"keys\":[";
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const KeyReport& k = keys[i];
+    out += (i ? "," : "") + std::string("{\"kernel\":");
+    detail::append_json_string(out, k.kernel);
+    out += ",\"key\":";
+    detail::append_json_string(out, k.key);
+    out += ",\"arch\":";
+    detail::append_json_string(out, k.arch);
+    out += ",\"origin\":";
+    detail::append_json_string(out, k.error.empty() ? to_string(k.origin) : "failed");
+    out += ",\"seconds\":";
+    detail::append_double(out, k.seconds);
+    if (!k.error.empty()) {
+      out += ",\"error\":";
+      detail::append_json_string(out, k.error);
+    }
+    out += "}";
+  }
+  return out + "]}";
+}
+
+}  // namespace zerojit
