@@ -289,6 +289,7 @@ CompiledArtifact compile_program(const Program& program, std::string_view arch,
 
   CompiledArtifact artifact;
   artifact.identity = identity;
+  artifact.components = identity_components(program, arch, nvrtc_version());
   artifact.kernel_name = program.kernel_name;
   artifact.key_text = program.key_text;
   artifact.arch = std::string(arch);

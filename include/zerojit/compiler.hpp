@@ -26,6 +26,7 @@ std::string_view to_string(ArtifactOrigin origin);
 // The result of compiling one program for one arch.
 struct CompiledArtifact {
   ProgramIdentity identity;
+  IdentityComponents components;  // what went into the identity (for explaining misses)
   std::string kernel_name;
   std::string key_text;
   std::string arch;

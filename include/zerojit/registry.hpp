@@ -24,6 +24,8 @@ struct ManifestEntry {
   std::string key_json;  // to_json_text(key)
   // Compiles for an arch and loads on the given devices.
   std::function<WarmResult(std::string_view arch, std::span<const int> devices)> warm;
+  // The program the key compiles (for explaining cache misses, listing identities).
+  std::function<Program()> program;
 };
 
 // What expanding the registrations found.
@@ -125,6 +127,7 @@ class WarmupRegistry {
         entry.warm = [&kernel, key](std::string_view arch, std::span<const int> devices) {
           return kernel.warm(key, arch, devices);
         };
+        entry.program = [&kernel, key] { return kernel.program(key); };
         entries.push_back(std::move(entry));
       }
     };
