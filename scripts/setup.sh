@@ -9,7 +9,7 @@ build=${1:-$root/build}
 
 # Debian packages the build needs; only the missing ones are installed.
 packages=(cmake make g++ libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
-          libcli11-dev libxxhash-dev python3)
+          libcli11-dev libxxhash-dev python3 python3-dev pybind11-dev)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||
@@ -22,6 +22,10 @@ if ((${#missing[@]})); then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+
+# The Python module's tests pass numpy arrays through DLPack; without numpy they skip.
+python3 -c 'import numpy' 2>/dev/null || python3 -m pip install -q --root-user-action=ignore numpy ||
+  echo "zerojit setup: warning: no numpy for python3; the Python tests that need it skip" >&2
 
 # NVRTC and the CUDA headers come from the CUDA toolkit (not a Debian package). zerojit builds
 # without them; compiling kernels needs them at run time.

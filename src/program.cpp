@@ -107,7 +107,10 @@ IdentityComponents identity_components(const Program& program, std::string_view 
 
 ProgramIdentity compute_identity(const Program& program, std::string_view arch,
                                  std::string_view nvrtc_version) {
-  const IdentityComponents c = identity_components(program, arch, nvrtc_version);
+  return identity_from_components(identity_components(program, arch, nvrtc_version));
+}
+
+ProgramIdentity identity_from_components(const IdentityComponents& c) {
   const std::uint64_t words[] = {c.format, c.kernel, c.source, c.names,
                                  c.options, c.key,    c.arch,   c.nvrtc};
   const XXH128_hash_t hash = XXH3_128bits(words, sizeof words);

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "zerojit/compiler.hpp"
+#include "zerojit/disk_cache.hpp"
 
 namespace zerojit {
 namespace {
@@ -25,7 +26,9 @@ Runtime& Runtime::instance() {
   return runtime;
 }
 
-Runtime::Runtime() { set_backend(make_cuda_backend()); }
+// The disk cache is installed from the start (ZEROJIT_CACHE_DIR=off leaves memory only); it
+// touches the disk only when first used.
+Runtime::Runtime() : store_(make_default_artifact_store()) { set_backend(make_cuda_backend()); }
 
 void Runtime::set_backend(std::shared_ptr<Backend> backend) {
   std::lock_guard lock(mutex_);

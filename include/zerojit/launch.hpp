@@ -30,7 +30,9 @@ struct LaunchGeometry {
 };
 
 inline constexpr int kMaxKernelParams = 32;
-inline constexpr std::size_t kKernelArgBytes = 1024;
+// Enough for any argument block of zerojit's kernels (the largest DSv4 block is ~200 bytes);
+// small so that building and copying a launch spec stays cheap on the hot path.
+inline constexpr std::size_t kKernelArgBytes = 512;
 
 // Kernel arguments packed by value into a fixed buffer: building them never allocates, and a
 // copy stays valid (offsets, not pointers, are stored).
@@ -57,7 +59,8 @@ class KernelArgs {
  private:
   std::size_t reserve(std::size_t bytes, std::size_t alignment);
 
-  alignas(16) std::array<std::byte, kKernelArgBytes> storage_{};
+  // Left uninitialized: only the bytes push() wrote are ever read.
+  alignas(16) std::array<std::byte, kKernelArgBytes> storage_;
   std::array<std::uint16_t, kMaxKernelParams> offsets_{};
   std::array<std::uint16_t, kMaxKernelParams> sizes_{};
   std::uint16_t used_ = 0;

@@ -74,4 +74,8 @@ struct IdentityComponents {
 IdentityComponents identity_components(const Program& program, std::string_view arch,
                                        std::string_view nvrtc_version);
 
+// The identity that `components` hash into (compute_identity is this of identity_components).
+// Lets a stored entry be checked for agreement between its identity and its components.
+ProgramIdentity identity_from_components(const IdentityComponents& components);
+
 }  // namespace zerojit

@@ -5,6 +5,7 @@
 #include "zerojit/backend.hpp"
 #include "zerojit/compiler.hpp"
 #include "zerojit/cuda.hpp"
+#include "zerojit/disk_cache.hpp"
 #include "zerojit/dtype.hpp"
 #include "zerojit/embedded.hpp"
 #include "zerojit/error.hpp"

@@ -3,7 +3,7 @@
 // Compiled by NVRTC from memory, so this header includes nothing from the CUDA toolkit: every
 // conversion is one PTX instruction (or, where a target lacks it, a software routine that is
 // bit-identical to that instruction). The CPU references mirror each function in
-// kernels/dsv4/reference/numerics.hpp; keep the two in step.
+// kernels/reference/numerics.hpp; keep the two in step.
 #pragma once
 
 namespace zj {
@@ -103,12 +103,15 @@ __device__ __forceinline__ float ue8m0_scale(u32 exponent) { return __uint_as_fl
 // > 5 -> 6. The sign comes from the float's sign bit, so -0.0 and small negatives give 0x8.
 // Used on targets without the instruction (sm_90); bit-identical to it for finite inputs.
 __device__ __forceinline__ u32 e2m1_rn_sat_software(float x) {
+  // Each binade of the E2M1 grid is a uniform step (0.5 below 2, 1 below 4, 2 above), so
+  // scaling by the inverse step and adding 1.5 * 2^23 rounds onto the integer grid with the
+  // FPU's own round-half-to-even: the same ties as the hardware, in a few instructions.
   const float a = fabsf(x);
-  const u32 code = static_cast<u32>(a > 0.25f) + static_cast<u32>(a >= 0.75f) +
-                   static_cast<u32>(a > 1.25f) + static_cast<u32>(a >= 1.75f) +
-                   static_cast<u32>(a > 2.5f) + static_cast<u32>(a >= 3.5f) +
-                   static_cast<u32>(a > 5.0f);
-  return code | ((__float_as_uint(x) >> 28) & 0x8u);
+  const float inverse_step = a < 2.0f ? 2.0f : (a < 4.0f ? 1.0f : 0.5f);
+  const int base = a < 2.0f ? 0 : (a < 4.0f ? 2 : 4);
+  const int steps = __float_as_int(__fmaf_rn(a, inverse_step, 12582912.0f)) - 0x4B400000;
+  const int code = base + min(steps, 7 - base);  // saturates at 6 (code 7), infinities too
+  return static_cast<u32>(code) | ((__float_as_uint(x) >> 28) & 0x8u);
 }
 
 // Two floats -> one byte of e2m1 codes, `lo` in the low nibble.

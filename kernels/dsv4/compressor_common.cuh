@@ -1,0 +1,414 @@
+// Device pieces shared by the five DSv4 compressor kernels (c4_store*.cu, c128_*.cu): explicit
+// global loads and stores, warp reductions, the RMSNorm weight loads, and the fp8_ds_mla /
+// full-row quantization steps. Every rounding step is pinned (explicit _rn intrinsics or PTX),
+// so the CPU references in kernels/dsv4/reference/compressor.cpp can mirror them.
+#pragma once
+
+#include "device/numerics.cuh"
+#include "dsv4/compressor_params.h"
+
+namespace zj::dsv4::compressor {
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr unsigned kFullMask = 0xFFFFFFFFu;
+
+struct Float4 {
+  float x, y, z, w;
+};
+struct Float2 {
+  float x, y;
+};
+struct U32x4 {
+  u32 x, y, z, w;
+};
+
+// --- Global memory -----------------------------------------------------------------------------
+
+// The state rows are read exactly once per launch: keep them out of L1 and ask L2 for the
+// whole 256-byte sector group, since each half-warp / quarter-CTA streams a contiguous 256 B+.
+__device__ __forceinline__ Float4 load_streaming_float4(const float* address) {
+  Float4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "l"(address));
+  return v;
+}
+
+__device__ __forceinline__ Float2 load_float2(const float* address) {
+  Float2 v;
+  asm volatile("ld.global.nc.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "l"(address));
+  return v;
+}
+
+__device__ __forceinline__ U32x4 load_u32x4(const void* address) {
+  U32x4 v;
+  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(address));
+  return v;
+}
+
+__device__ __forceinline__ u32 load_u32(const void* address) {
+  u32 v;
+  asm volatile("ld.global.nc.u32 %0, [%1];" : "=r"(v) : "l"(address));
+  return v;
+}
+
+__device__ __forceinline__ void store_u32x4(unsigned char* address, u32 a, u32 b, u32 c, u32 d) {
+  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(address), "r"(a), "r"(b), "r"(c),
+               "r"(d)
+               : "memory");
+}
+
+__device__ __forceinline__ void store_u32x2(unsigned char* address, u32 a, u32 b) {
+  asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(address), "r"(a), "r"(b) : "memory");
+}
+
+__device__ __forceinline__ void store_u32(unsigned char* address, u32 v) {
+  asm volatile("st.global.u32 [%0], %1;" ::"l"(address), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ void store_u16(unsigned char* address, u16 v) {
+  asm volatile("st.global.u16 [%0], %1;" ::"l"(address), "h"(v) : "memory");
+}
+
+__device__ __forceinline__ void store_u8(unsigned char* address, u32 v) {
+  asm volatile("st.global.u8 [%0], %1;" ::"l"(address), "r"(v) : "memory");
+}
+
+// --- RMSNorm weights ---------------------------------------------------------------------------
+
+// Weights [first, first + 8) as floats (first is a multiple of 8, so the loads are 16 B).
+template <typename NormWeightT>
+__device__ __forceinline__ void load_norm_weights8(const void* weights, int first, float (&out)[8]);
+
+template <>
+__device__ __forceinline__ void load_norm_weights8<float>(const void* weights, int first,
+                                                          float (&out)[8]) {
+  const float* base = static_cast<const float*>(weights) + first;
+  const U32x4 lo = load_u32x4(base);
+  const U32x4 hi = load_u32x4(base + 4);
+  out[0] = __uint_as_float(lo.x);
+  out[1] = __uint_as_float(lo.y);
+  out[2] = __uint_as_float(lo.z);
+  out[3] = __uint_as_float(lo.w);
+  out[4] = __uint_as_float(hi.x);
+  out[5] = __uint_as_float(hi.y);
+  out[6] = __uint_as_float(hi.z);
+  out[7] = __uint_as_float(hi.w);
+}
+
+template <>
+__device__ __forceinline__ void load_norm_weights8<bf16_t>(const void* weights, int first,
+                                                           float (&out)[8]) {
+  const U32x4 packed = load_u32x4(static_cast<const bf16_t*>(weights) + first);
+  out[0] = bf16x2_low(packed.x);
+  out[1] = bf16x2_high(packed.x);
+  out[2] = bf16x2_low(packed.y);
+  out[3] = bf16x2_high(packed.y);
+  out[4] = bf16x2_low(packed.z);
+  out[5] = bf16x2_high(packed.z);
+  out[6] = bf16x2_low(packed.w);
+  out[7] = bf16x2_high(packed.w);
+}
+
+// Weights [first, first + 2) as floats (first even).
+template <typename NormWeightT>
+__device__ __forceinline__ Float2 load_norm_weights2(const void* weights, int first);
+
+template <>
+__device__ __forceinline__ Float2 load_norm_weights2<float>(const void* weights, int first) {
+  return load_float2(static_cast<const float*>(weights) + first);
+}
+
+template <>
+__device__ __forceinline__ Float2 load_norm_weights2<bf16_t>(const void* weights, int first) {
+  const u32 packed = load_u32(static_cast<const bf16_t*>(weights) + first);
+  Float2 v;
+  v.x = bf16x2_low(packed);
+  v.y = bf16x2_high(packed);
+  return v;
+}
+
+// --- Reductions --------------------------------------------------------------------------------
+
+// Butterfly sum over the whole warp. Every lane ends with the same bits: each step adds the
+// same two operands (a + b == b + a in IEEE arithmetic).
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(kFullMask, v, offset);
+  return v;
+}
+
+// Butterfly max over aligned groups of `Width` lanes (a power of two <= 32).
+template <int Width>
+__device__ __forceinline__ float group_max(float v) {
+#pragma unroll
+  for (int offset = Width / 2; offset > 0; offset >>= 1) {
+    v = fmaxf(v, __shfl_xor_sync(kFullMask, v, offset));
+  }
+  return v;
+}
+
+// --- Quantization ------------------------------------------------------------------------------
+
+// UE8M0 exponent of a 64-element fp8_ds_mla block from its BF16-exact amax:
+// ceil_pow2(max(1e-4, amax / 448)), with an IEEE division as the spec requires.
+__device__ __forceinline__ u32 ds_mla_scale_exponent(float amax) {
+  return ue8m0_ceil_pow2_bits(fmaxf(1e-4f, __fdiv_rn(amax, kCompressorFp8Max)));
+}
+
+// clamp(v, -448, 448) then e4m3 RNE-saturate, two at a time (`lo` in the low byte). The clamp
+// only matters for NaN (fmaxf drops it), which the reference mirrors.
+__device__ __forceinline__ float clamp_fp8(float v) {
+  return fminf(fmaxf(v, -kCompressorFp8Max), kCompressorFp8Max);
+}
+
+__device__ __forceinline__ u32 quantize_e4m3x2(float lo, float hi, float multiplier) {
+  return pack_e4m3x2_rn_sat(clamp_fp8(__fmul_rn(lo, multiplier)),
+                            clamp_fp8(__fmul_rn(hi, multiplier)));
+}
+
+// --- fp8_ds_mla addressing ---------------------------------------------------------------------
+
+struct DsMlaRow {
+  unsigned char* data;    // 576 bytes: 448 e4m3 codes, then 64 bf16
+  unsigned char* scales;  // 8 bytes: 7 UE8M0 exponents, then the zero pad byte
+};
+
+__device__ __forceinline__ DsMlaRow ds_mla_row(unsigned char* k_cache, long long kv_slot,
+                                               long long block_size, long long page_stride_bytes) {
+  const long long page = kv_slot / block_size;
+  const long long row = kv_slot - page * block_size;
+  unsigned char* page_base = k_cache + page * page_stride_bytes;
+  DsMlaRow result;
+  result.data = page_base + row * kDsMlaTokenStrideBytes;
+  result.scales = page_base + block_size * kDsMlaTokenStrideBytes + row * kDsMlaScaleBytes;
+  return result;
+}
+
+__device__ __forceinline__ unsigned char* full_row(unsigned char* k_cache, long long kv_slot,
+                                                   long long block_size,
+                                                   long long page_stride_bytes,
+                                                   long long row_stride_bytes) {
+  const long long page = kv_slot / block_size;
+  const long long row = kv_slot - page * block_size;
+  return k_cache + page * page_stride_bytes + row * row_stride_bytes;
+}
+
+// --- Token chunks -------------------------------------------------------------------------------
+
+// What a CTA needs of an active token (fields a kernel does not use are left unset).
+struct ActiveToken {
+  long long token;
+  long long position;
+  long long kv_slot;
+  int request;
+};
+
+// The tokens of this CTA's chunk: chunk c of `chunks` holds [c K, min(c K + K, num_tokens))
+// with K = ceil(num_tokens / chunks), so every grid covers every token exactly once.
+struct TokenRange {
+  long long begin;
+  long long end;
+};
+
+__device__ __forceinline__ TokenRange chunk_tokens(long long num_tokens, long long chunk,
+                                                   long long chunks) {
+  TokenRange range;
+  if (chunks <= 0) {  // C128 compress launched with fewer CTAs than column tiles
+    range.begin = range.end = 0;
+    return range;
+  }
+  const long long per_chunk = (num_tokens + chunks - 1) / chunks;
+  range.begin = chunk * per_chunk;
+  range.end = range.begin + per_chunk < num_tokens ? range.begin + per_chunk : num_tokens;
+  return range;
+}
+
+constexpr int kTokensPerRound = 32;  // examined at once, one per lane of warp 0
+
+// Lane i of warp 0 examines token first + i (if < end) with `examine(token, record)`, which
+// returns whether it is active; the active ones are compacted into `list` (shared memory,
+// kTokensPerRound entries) in token order. Returns their count, uniform over the CTA. Called
+// by all threads; it starts with a barrier so that the previous round's readers of `list` (and
+// of any other shared memory the caller reuses per token) are done.
+template <typename Examine>
+__device__ __forceinline__ int collect_active_tokens(long long first, long long end,
+                                                     Examine examine, ActiveToken* list) {
+  __shared__ int active_count;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    const int lane = threadIdx.x;
+    const long long token = first + lane;
+    ActiveToken record;
+    const bool active = token < end && examine(token, record);
+    const unsigned mask = __ballot_sync(kFullMask, active);
+    if (active) list[__popc(mask & ((1u << lane) - 1u))] = record;
+    if (lane == 0) active_count = __popc(mask);
+  }
+  __syncthreads();
+  return active_count;
+}
+
+// --- C4 pooling (shared by c4_store.cu and c4_store_full.cu) ---------------------------------
+
+// Spec 3's active condition plus the guards of compressor_params.h. The lengths are checked
+// before anything is read, and the four per-token reads are issued together (one latency).
+template <typename Params>
+__device__ __forceinline__ bool c4_examine_token(const Params& params, long long token,
+                                                 ActiveToken& out) {
+  if (token >= params.num_tokens || token >= params.num_token_to_req ||
+      token >= params.num_positions || token >= params.num_kv_slots) {
+    return false;
+  }
+  if (params.state_block_size <= 0 || params.kv_cache_block_size <= 0) return false;
+  const long long slot = params.slot_mapping[token];
+  const long long position = params.positions[token];
+  const long long kv_slot = params.kv_slot_mapping[token];
+  const int request = params.token_to_req[token];
+  if (slot < 0 || position < 0 || ((position + 1) % kC4Ratio) != 0 || kv_slot < 0) return false;
+  if (request < 0 || request >= params.block_table_rows) return false;
+  // The rows p-7..p use block-table columns up to p / Bs.
+  if (position / params.state_block_size >= params.block_table_width) return false;
+  out.token = token;
+  out.position = position;
+  out.kv_slot = kv_slot;
+  out.request = request;
+  return true;
+}
+
+// Pools the 8 overlapping rows for this thread's 8 elements [elem_base, elem_base + 8), then
+// RMS-normalizes them: y = (x * rrms) * rms_norm_weight. Called by all 64 threads of an active CTA.
+//
+// Two-pass softmax per element over the (register-resident) rows: max first, then
+// S = sum exp2((sc - m) * log2e) and P = sum kv * exp2(...). It is the spec's online recurrence
+// re-associated (same ex2.approx, IEEE division P / S), with half the exp2 count and no serial
+// rescale chain; the two differ only by rounding (~1e-7 relative), as spec 3 notes for Triton.
+// A skipped row (pos < 0) enters with score -inf and kv 0: ex2.approx(-inf) = +0, so it adds
+// exactly nothing.
+// Calling it again for the next token needs no extra barrier: every read of row_offset and
+// warp_partial precedes a barrier that every thread must pass before either is rewritten.
+template <typename NormWeightT, typename Params>
+__device__ __forceinline__ void c4_pool_and_norm(const Params& params, const ActiveToken& token,
+                                                 int elem_base, float (&y)[8]) {
+  __shared__ long long row_offset[kC4PooledRows];
+  __shared__ float warp_partial[kC4StoreThreads / 32];
+  const int tid = threadIdx.x;
+  const long long start = token.position - (kC4PooledRows - 1);
+  if (tid < kC4PooledRows) {
+    const long long pos = start + tid;
+    long long offset = -1;
+    if (pos >= 0) {
+      const long long column = pos / params.state_block_size;
+      const long long row_in_block = pos - column * params.state_block_size;
+      int block = params.block_table[token.request * params.block_table_stride + column];
+      block = block < 0 ? 0 : block;  // spec 0.5: block-table entries are clamped >= 0
+      // Rows 0..3 pool columns [0, 512) of the kv half, rows 4..7 columns [512, 1024).
+      offset = block * params.state_block_stride + row_in_block * params.state_row_stride +
+               (tid / 4) * kCompressorHeadSize;
+    }
+    row_offset[tid] = offset;
+  }
+  __syncthreads();
+
+  float kv[kC4PooledRows][8];
+  float score[kC4PooledRows][8];
+#pragma unroll
+  for (int r = 0; r < kC4PooledRows; ++r) {
+    const long long offset = row_offset[r];
+    if (offset >= 0) {
+      const float* row = params.state_cache + offset + elem_base;
+      const Float4 kv0 = load_streaming_float4(row);
+      const Float4 kv1 = load_streaming_float4(row + 4);
+      const Float4 sc0 = load_streaming_float4(row + kC4StateWidth);
+      const Float4 sc1 = load_streaming_float4(row + kC4StateWidth + 4);
+      kv[r][0] = kv0.x, kv[r][1] = kv0.y, kv[r][2] = kv0.z, kv[r][3] = kv0.w;
+      kv[r][4] = kv1.x, kv[r][5] = kv1.y, kv[r][6] = kv1.z, kv[r][7] = kv1.w;
+      score[r][0] = sc0.x, score[r][1] = sc0.y, score[r][2] = sc0.z, score[r][3] = sc0.w;
+      score[r][4] = sc1.x, score[r][5] = sc1.y, score[r][6] = sc1.z, score[r][7] = sc1.w;
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        kv[r][e] = 0.0f;
+        score[r][e] = -__int_as_float(0x7F800000);
+      }
+    }
+  }
+
+  float x[8];
+  float sum_squares = 0.0f;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    float m = score[0][e];
+#pragma unroll
+    for (int r = 1; r < kC4PooledRows; ++r) m = fmaxf(m, score[r][e]);
+    float s = 0.0f;
+    float p = 0.0f;
+#pragma unroll
+    for (int r = 0; r < kC4PooledRows; ++r) {
+      const float w = exp2_approx(__fmul_rn(__fsub_rn(score[r][e], m), kLog2e));
+      s = __fadd_rn(s, w);
+      p = __fmaf_rn(kv[r][e], w, p);
+    }
+    x[e] = __fdiv_rn(p, s);
+    sum_squares = __fmaf_rn(x[e], x[e], sum_squares);
+  }
+
+  // Loaded only now (L1-resident after the first token) so that the weights do not hold
+  // registers while the state loads are in flight; the reduction below hides the latency.
+  float weight[8];
+  load_norm_weights8<NormWeightT>(params.rms_norm_weight, elem_base, weight);
+  sum_squares = warp_sum(sum_squares);
+  if ((tid & 31) == 0) warp_partial[tid >> 5] = sum_squares;
+  __syncthreads();
+  const float total = __fadd_rn(warp_partial[0], warp_partial[1]);
+  const float rrms =
+      rsqrt_approx(__fadd_rn(__fmul_rn(total, 1.0f / kCompressorHeadSize), params.eps));
+#pragma unroll
+  for (int e = 0; e < 8; ++e) y[e] = __fmul_rn(__fmul_rn(x[e], rrms), weight[e]);
+}
+
+// --- C128 stores: RMSNorm of one compressed row (shared by c128_store*.cu) -----------------
+
+template <typename Params>
+__device__ __forceinline__ bool c128_store_examine_token(const Params& params, long long token,
+                                                         ActiveToken& out) {
+  if (token >= params.num_tokens || token >= params.num_positions || token >= params.num_kv_slots) {
+    return false;
+  }
+  const long long slot = params.slot_mapping[token];
+  const long long position = params.positions[token];
+  const long long kv_slot = params.kv_slot_mapping[token];
+  if (slot < 0 || position < 0 || ((position + 1) % kC128Ratio) != 0 || kv_slot < 0) return false;
+  out.token = token;
+  out.position = position;
+  out.kv_slot = kv_slot;
+  out.request = 0;
+  return true;
+}
+
+// Thread i holds x = compressed_kv[token, 2i .. 2i+1]; returns y for its two dims. The sum of
+// squares is a warp butterfly, per-warp partials in shared memory, then a width-8 butterfly
+// over partials[lane % 8] (identical bits in every lane). Called by all 256 threads; a caller
+// that calls it again must put a barrier in between (the partials are reused).
+__device__ __forceinline__ Float2 c128_rms_norm(Float2 x, Float2 weight, float eps) {
+  __shared__ float warp_partial[kC128StoreThreads / 32];
+  const int lane = threadIdx.x & 31;
+  float sum_squares = __fmaf_rn(x.y, x.y, __fmul_rn(x.x, x.x));
+  sum_squares = warp_sum(sum_squares);
+  if (lane == 0) warp_partial[threadIdx.x >> 5] = sum_squares;
+  __syncthreads();
+  float total = warp_partial[lane & 7];
+#pragma unroll
+  for (int offset = 1; offset < 8; offset <<= 1) {
+    total += __shfl_xor_sync(kFullMask, total, offset);
+  }
+  const float rrms = rsqrt_approx(__fadd_rn(__fmul_rn(total, 1.0f / kCompressorHeadSize), eps));
+  Float2 y;
+  y.x = __fmul_rn(__fmul_rn(x.x, rrms), weight.x);
+  y.y = __fmul_rn(__fmul_rn(x.y, rrms), weight.y);
+  return y;
+}
+
+}  // namespace zj::dsv4::compressor

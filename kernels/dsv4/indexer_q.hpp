@@ -1,0 +1,119 @@
+// Owners of the indexer-Q RoPE + quant kernels (spec section 1): FP8 (one pow2 scale per
+// (token, head) row, folded into the weights) and MXFP4 (a UE8M0 scale per 32 elements). Both
+// share the key, the descriptors and the dispatch; they differ in their outputs.
+#pragma once
+
+#include <tuple>
+
+#include "zerojit/zerojit.hpp"
+
+namespace zerojit::dsv4 {
+
+struct IndexerQKey {
+  int head_dim = 128;   // D
+  int rope_dim = 64;    // R: the last R dims are rotated
+  int num_heads = 64;   // H
+  DType cos_sin_dtype = DType::f32;
+  int coarsen = 1;      // heads per subwarp: 1 below 512 tokens, else 4
+
+  static constexpr auto fields() {
+    return std::tuple{field("head_dim", &IndexerQKey::head_dim),
+                      field("rope_dim", &IndexerQKey::rope_dim),
+                      field("num_heads", &IndexerQKey::num_heads),
+                      field("cos_sin_dtype", &IndexerQKey::cos_sin_dtype),
+                      field("coarsen", &IndexerQKey::coarsen)};
+  }
+  auto operator<=>(const IndexerQKey&) const = default;
+};
+
+struct IndexerQDescriptors {
+  TensorDesc positions;      // i64 [T]
+  TensorDesc q;              // bf16 [T, H, D]
+  TensorDesc cos_sin_cache;  // f32 | bf16 [max_pos, R]
+  TensorDesc weights;        // bf16 [T, H]
+
+  static constexpr auto fields() {
+    return std::tuple{field("positions", &IndexerQDescriptors::positions),
+                      field("q", &IndexerQDescriptors::q),
+                      field("cos_sin_cache", &IndexerQDescriptors::cos_sin_cache),
+                      field("weights", &IndexerQDescriptors::weights)};
+  }
+};
+
+struct IndexerQInputs {
+  TensorRef positions;
+  TensorRef q;
+  TensorRef cos_sin_cache;
+  TensorRef weights;
+  float scale = 0.0f;  // softmax_scale * head_scale
+
+  IndexerQDescriptors descriptors() const {
+    return {positions.desc, q.desc, cos_sin_cache.desc, weights.desc};
+  }
+};
+
+struct IndexerQFp8Outputs {
+  TensorRef q_fp8;        // u8 | e4m3 [T, H, D]
+  TensorRef weights_out;  // f32 [T, H]
+};
+
+struct IndexerQMxFp4Outputs {
+  TensorRef q_packed;     // u8 | e2m1x2 [T, H, D/2]
+  TensorRef q_scale;      // u8 | ue8m0 [T, H, D/32]
+  TensorRef weights_out;  // f32 [T, H]
+};
+
+// The shared half: key constraints, dispatch, input validation, the warmup space.
+class IndexerQKernel : public JitKernel<IndexerQKey, IndexerQDescriptors> {
+ public:
+  // (T, H, D) = q.shape, R = cos_sin_cache.shape[-1], cos/sin dtype as given, coarsen 1 for
+  // T < 512 tokens else 4.
+  IndexerQKey dispatch(const IndexerQDescriptors& descriptors) const override;
+
+  // T in {1, 2, 4, ..., max_tokens} (and max_tokens itself) with the model's indexer shape and
+  // the one cos/sin dtype the model's RoPE cache has.
+  WarmupSpace<IndexerQDescriptors> warmup_space(int head_dim, int rope_dim, int num_heads,
+                                                DType cos_sin_dtype,
+                                                std::int64_t max_tokens) const;
+
+ protected:
+  IndexerQKernel(std::string name, bool mxfp4) : JitKernel(std::move(name)), mxfp4_(mxfp4) {}
+  // Throws InvalidArgument (argument "key") unless the kernel can be built for the key.
+  void check_key(const IndexerQKey& key) const;
+  Program make_program(const IndexerQKey& key, const char* source, const char* function) const;
+  void check_inputs(const IndexerQInputs& inputs) const;
+  LaunchGeometry geometry(const IndexerQKey& key, std::int64_t num_tokens) const;
+
+ private:
+  bool mxfp4_;
+};
+
+class IndexerQFp8Kernel final : public IndexerQKernel {
+ public:
+  static IndexerQFp8Kernel& instance();
+  Program program(const IndexerQKey& key) const override;
+  LaunchSpecWithOutputs<IndexerQKey, IndexerQFp8Outputs> plan(
+      const IndexerQInputs& inputs, const IndexerQFp8Outputs& outputs) const;
+  // Validates, launches on q's device and returns the outputs.
+  IndexerQFp8Outputs operator()(const IndexerQInputs& inputs, const IndexerQFp8Outputs& outputs,
+                                cuda::Stream stream = nullptr);
+
+ private:
+  IndexerQFp8Kernel() : IndexerQKernel("dsv4.indexer_q_fp8", false) {}
+};
+
+class IndexerQMxFp4Kernel final : public IndexerQKernel {
+ public:
+  static IndexerQMxFp4Kernel& instance();
+  Program program(const IndexerQKey& key) const override;
+  LaunchSpecWithOutputs<IndexerQKey, IndexerQMxFp4Outputs> plan(
+      const IndexerQInputs& inputs, const IndexerQMxFp4Outputs& outputs) const;
+  IndexerQMxFp4Outputs operator()(const IndexerQInputs& inputs,
+                                  const IndexerQMxFp4Outputs& outputs,
+                                  cuda::Stream stream = nullptr);
+
+ private:
+  IndexerQMxFp4Kernel() : IndexerQKernel("dsv4.indexer_q_mxfp4", true) {}
+};
+
+}  // namespace zerojit::dsv4

@@ -1,0 +1,252 @@
+#include "dlpack.hpp"
+
+#include <array>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "zerojit/dtype.hpp"
+#include "zerojit/error.hpp"
+
+namespace py = pybind11;
+
+namespace zerojit::python {
+namespace {
+
+// The DLPack ABI (dlpack.h v1.1), declared here rather than included: it is a stable C ABI of
+// a few plain structs, and declaring it keeps the build free of one more dependency.
+struct DLDevice {
+  std::int32_t device_type;
+  std::int32_t device_id;
+};
+struct DLDataType {
+  std::uint8_t code;
+  std::uint8_t bits;
+  std::uint16_t lanes;
+};
+struct DLTensor {
+  void* data;
+  DLDevice device;
+  std::int32_t ndim;
+  DLDataType dtype;
+  std::int64_t* shape;
+  std::int64_t* strides;  // in elements; null means compact row-major
+  std::uint64_t byte_offset;
+};
+struct DLManagedTensor {
+  DLTensor dl_tensor;
+  void* manager_ctx;
+  void (*deleter)(DLManagedTensor* self);
+};
+struct DLPackVersion {
+  std::uint32_t major;
+  std::uint32_t minor;
+};
+struct DLManagedTensorVersioned {
+  DLPackVersion version;
+  void* manager_ctx;
+  void (*deleter)(DLManagedTensorVersioned* self);
+  std::uint64_t flags;
+  DLTensor dl_tensor;
+};
+
+constexpr std::int32_t kDLCPU = 1;
+constexpr std::int32_t kDLCUDA = 2;
+constexpr std::int32_t kDLCUDAHost = 3;
+constexpr std::int32_t kDLCUDAManaged = 13;
+constexpr std::uint64_t kDLPackFlagReadOnly = 1;
+constexpr std::uint8_t kDLFloat4_e2m1fn = 17;
+// The newest DLPack version this consumer reads; producers may answer with an older one.
+constexpr std::uint32_t kMaxDLPackMajor = 1;
+constexpr std::uint32_t kMaxDLPackMinor = 1;
+
+constexpr const char* kCapsuleName = "dltensor";
+constexpr const char* kUsedCapsuleName = "used_dltensor";
+constexpr const char* kVersionedCapsuleName = "dltensor_versioned";
+constexpr const char* kUsedVersionedCapsuleName = "used_dltensor_versioned";
+
+[[noreturn]] void fail(std::string_view kernel, std::string_view argument,
+                       const std::string& problem) {
+  throw InvalidArgument(std::string(kernel), std::string(argument), problem);
+}
+
+std::string type_name(py::handle object) {
+  return py::str(py::type::handle_of(object).attr("__qualname__")).cast<std::string>();
+}
+
+std::string device_type_text(std::int32_t device_type) {
+  switch (device_type) {
+    case kDLCPU:
+      return "cpu";
+    case kDLCUDA:
+      return "cuda";
+    case kDLCUDAHost:
+      return "cuda_host";
+    case kDLCUDAManaged:
+      return "cuda_managed";
+    default:
+      return "DLPack device type " + std::to_string(device_type);
+  }
+}
+
+// PyTorch before the DLPack 1.1 fp4 code exported float4_e2m1fn_x2 as 2 lanes of 4 bits; the
+// core maps only single-lane types, so that one spelling is accepted here.
+std::optional<DType> import_dtype(DLDataType dl) {
+  if (dl.code == kDLFloat4_e2m1fn && dl.bits == 4 && dl.lanes == 2) return DType::e2m1x2;
+  return dtype_from_dlpack(DLPackDType{dl.code, dl.bits, dl.lanes});
+}
+
+// Asks the producer for a capsule, offering the versioned protocol first.
+py::object request_capsule(py::handle object, const py::object& stream) {
+  py::object method = object.attr("__dlpack__");
+  try {
+    return method(py::arg("stream") = stream,
+                  py::arg("max_version") = py::make_tuple(kMaxDLPackMajor, kMaxDLPackMinor));
+  } catch (py::error_already_set& error) {
+    // Producers older than DLPack 1.0 (numpy < 2.1, ...) do not take max_version.
+    if (!error.matches(PyExc_TypeError)) throw;
+  }
+  return method(py::arg("stream") = stream);
+}
+
+}  // namespace
+
+ProducerStream producer_stream_for(std::uintptr_t stream) {
+  return ProducerStream{py::int_(stream == 0 ? std::uintptr_t{1} : stream)};
+}
+
+ImportedTensor::ImportedTensor(ImportedTensor&& other) noexcept
+    : ref_(other.ref_),
+      read_only_(other.read_only_),
+      managed_(std::exchange(other.managed_, nullptr)),
+      versioned_(other.versioned_) {}
+
+ImportedTensor& ImportedTensor::operator=(ImportedTensor&& other) noexcept {
+  if (this != &other) {
+    release();
+    ref_ = other.ref_;
+    read_only_ = other.read_only_;
+    managed_ = std::exchange(other.managed_, nullptr);
+    versioned_ = other.versioned_;
+  }
+  return *this;
+}
+
+ImportedTensor::~ImportedTensor() { release(); }
+
+void ImportedTensor::release() noexcept {
+  if (managed_ == nullptr) return;
+  if (versioned_) {
+    auto* managed = static_cast<DLManagedTensorVersioned*>(managed_);
+    if (managed->deleter != nullptr) managed->deleter(managed);
+  } else {
+    auto* managed = static_cast<DLManagedTensor*>(managed_);
+    if (managed->deleter != nullptr) managed->deleter(managed);
+  }
+  managed_ = nullptr;
+}
+
+ImportedTensor import_tensor(py::handle object, std::string_view kernel, std::string_view argument,
+                             const ProducerStream& stream) {
+  py::object capsule;
+  if (PyCapsule_CheckExact(object.ptr())) {
+    capsule = py::reinterpret_borrow<py::object>(object);
+  } else {
+    if (!py::hasattr(object, "__dlpack__")) {
+      fail(kernel, argument,
+           "must be a tensor (an object with __dlpack__, e.g. a torch.Tensor or a numpy array), "
+           "got " +
+               type_name(object));
+    }
+    // A CPU producer must be asked with stream=None; a CUDA one with the consumer's stream.
+    py::object producer_stream = py::none();
+    if (py::hasattr(object, "__dlpack_device__")) {
+      const auto device = object.attr("__dlpack_device__")().cast<std::pair<int, int>>();
+      if (device.first == kDLCUDA || device.first == kDLCUDAManaged) {
+        producer_stream = stream.value;
+      }
+    }
+    capsule = request_capsule(object, producer_stream);
+  }
+
+  const char* name = PyCapsule_GetName(capsule.ptr());
+  const std::string_view capsule_name = name != nullptr ? name : "";
+  ImportedTensor imported;
+  if (capsule_name == kVersionedCapsuleName) {
+    auto* managed = static_cast<DLManagedTensorVersioned*>(
+        PyCapsule_GetPointer(capsule.ptr(), kVersionedCapsuleName));
+    if (managed == nullptr) throw py::error_already_set();
+    // Consumed from here on: the capsule's destructor no longer frees it, we do.
+    if (PyCapsule_SetName(capsule.ptr(), kUsedVersionedCapsuleName) != 0) {
+      throw py::error_already_set();
+    }
+    imported.managed_ = managed;
+    imported.versioned_ = true;
+    if (managed->version.major > kMaxDLPackMajor) {
+      fail(kernel, argument,
+           "was exported with DLPack " + std::to_string(managed->version.major) + "." +
+               std::to_string(managed->version.minor) + "; zerojit reads DLPack up to " +
+               std::to_string(kMaxDLPackMajor) + "." + std::to_string(kMaxDLPackMinor));
+    }
+    imported.read_only_ = (managed->flags & kDLPackFlagReadOnly) != 0;
+  } else if (capsule_name == kCapsuleName) {
+    auto* managed =
+        static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), kCapsuleName));
+    if (managed == nullptr) throw py::error_already_set();
+    if (PyCapsule_SetName(capsule.ptr(), kUsedCapsuleName) != 0) throw py::error_already_set();
+    imported.managed_ = managed;
+  } else {
+    fail(kernel, argument,
+         "is a capsule named '" + std::string(capsule_name) +
+             "', not an unused DLPack capsule ('dltensor' or 'dltensor_versioned'); a capsule "
+             "can be consumed only once");
+  }
+
+  const DLTensor& tensor =
+      imported.versioned_ ? static_cast<DLManagedTensorVersioned*>(imported.managed_)->dl_tensor
+                          : static_cast<DLManagedTensor*>(imported.managed_)->dl_tensor;
+  Device device;
+  switch (tensor.device.device_type) {
+    case kDLCPU:
+    case kDLCUDAHost:  // pinned host memory: a host pointer
+      device = Device::cpu();
+      break;
+    case kDLCUDA:
+    case kDLCUDAManaged:
+      device = Device::cuda(tensor.device.device_id);
+      break;
+    default:
+      fail(kernel, argument,
+           "is on " + device_type_text(tensor.device.device_type) +
+               ", which zerojit kernels cannot address (they take CUDA tensors)");
+  }
+  const std::optional<DType> dtype = import_dtype(tensor.dtype);
+  if (!dtype) {
+    fail(kernel, argument,
+         "has DLPack dtype (code " + std::to_string(tensor.dtype.code) + ", bits " +
+             std::to_string(tensor.dtype.bits) + ", lanes " + std::to_string(tensor.dtype.lanes) +
+             "), which zerojit does not know");
+  }
+  if (tensor.ndim < 0 || tensor.ndim > kMaxTensorDims) {
+    fail(kernel, argument,
+         "has " + std::to_string(tensor.ndim) + " dimensions; zerojit tensors have at most " +
+             std::to_string(kMaxTensorDims));
+  }
+  const auto ndim = static_cast<std::size_t>(tensor.ndim);
+  std::array<std::int64_t, kMaxTensorDims> shape{};
+  std::array<std::int64_t, kMaxTensorDims> strides{};
+  std::int64_t compact = 1;
+  for (std::size_t d = ndim; d-- > 0;) {
+    shape[d] = tensor.shape[d];
+    strides[d] = tensor.strides != nullptr ? tensor.strides[d] : compact;
+    compact *= shape[d] > 0 ? shape[d] : 1;
+  }
+  TensorDesc desc =
+      TensorDesc::strided(*dtype, std::span<const std::int64_t>(shape.data(), ndim),
+                          std::span<const std::int64_t>(strides.data(), ndim), device);
+  void* data = static_cast<char*>(tensor.data) + tensor.byte_offset;
+  imported.ref_ = make_tensor_ref(data, desc);
+  return imported;
+}
+
+}  // namespace zerojit::python

@@ -1,0 +1,226 @@
+// Configurations, manifests and warmup of the DSv4 family; the JIT monitor; the disk cache.
+// Structured results cross into Python as the JSON the command-line tool prints, so the two
+// front ends cannot drift apart; the Python layer parses it into dicts.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "bindings.hpp"
+#include "dsv4/model.hpp"
+#include "zerojit/disk_cache.hpp"
+#include "zerojit/zerojit.hpp"
+
+namespace py = pybind11;
+
+namespace zerojit::python {
+namespace {
+
+using nlohmann::json;
+
+// The model and serving configuration a call names. `model` is a preset name, a config.json
+// path or a directory holding one; `model_json` a Hugging Face style document (exclusive with
+// `model`); `serving_json` the serving options as JSON (missing keys keep their defaults).
+dsv4::Dsv4Config resolve_config(const std::optional<std::string>& model,
+                                const std::optional<std::string>& model_json,
+                                const std::optional<std::string>& serving_json) {
+  dsv4::Dsv4Config config;
+  try {
+    if (model_json) {
+      config.model = dsv4::model_config_from_json(json::parse(*model_json), "model dict");
+    } else {
+      config.model = dsv4::model_from_name_or_path(model.value_or("dsv4-flash"));
+    }
+    if (serving_json) config.serving = json::parse(*serving_json).get<dsv4::ServingConfig>();
+  } catch (const json::exception& error) {
+    throw dsv4::ConfigError(std::string("DSv4 config: ") + error.what());
+  }
+  dsv4::validate(config);
+  return config;
+}
+
+std::string config_json(const std::optional<std::string>& model,
+                        const std::optional<std::string>& model_json,
+                        const std::optional<std::string>& serving_json) {
+  return json(resolve_config(model, model_json, serving_json)).dump();
+}
+
+// (kernel, key text, key JSON) for each key warmup would compile, in manifest order.
+std::vector<std::tuple<std::string, std::string, std::string>> manifest(
+    const std::optional<std::string>& model, const std::optional<std::string>& model_json,
+    const std::optional<std::string>& serving_json) {
+  const dsv4::AttentionKernels kernels(resolve_config(model, model_json, serving_json));
+  WarmupRegistry registry;
+  kernels.register_warmup(registry);
+  std::vector<std::tuple<std::string, std::string, std::string>> entries;
+  for (const ManifestEntry& entry : registry.manifest().entries) {
+    entries.emplace_back(entry.kernel->name(), entry.key_text, entry.key_json);
+  }
+  return entries;
+}
+
+ProgressStyle parse_progress(const std::string& text) {
+  if (text == "auto") return ProgressStyle::automatic;
+  if (text == "bar") return ProgressStyle::bar;
+  if (text == "lines") return ProgressStyle::lines;
+  if (text == "none") return ProgressStyle::none;
+  throw InvalidArgument("warmup", "progress",
+                        "must be 'auto', 'bar', 'lines' or 'none', got '" + text + "'");
+}
+
+// Compiles (and loads) every key the configuration's kernels can ask for. Returns the report
+// as JSON and its one-line summary.
+std::tuple<std::string, std::string> warmup(const std::optional<std::string>& model,
+                                            const std::optional<std::string>& model_json,
+                                            const std::optional<std::string>& serving_json,
+                                            const std::vector<int>& devices, int jobs,
+                                            bool compile_only,
+                                            const std::optional<std::string>& arch,
+                                            const std::string& progress, bool arm_monitor) {
+  const dsv4::AttentionKernels kernels(resolve_config(model, model_json, serving_json));
+  WarmupRegistry registry;
+  kernels.register_warmup(registry);
+  WarmupOptions options;
+  options.arch = arch.value_or(kernels.config().serving.target_arch);
+  options.devices = devices;
+  options.compile_only = compile_only;
+  options.jobs = jobs;
+  options.progress = parse_progress(progress);
+  options.arm_monitor = arm_monitor;
+  py::gil_scoped_release release;
+  const WarmupReport report = registry.warmup(options);
+  return {report.to_json(), report.summary_line()};
+}
+
+// --- Monitor -------------------------------------------------------------------------------
+
+void set_monitor_mode(const std::string& text) {
+  const std::optional<MonitorMode> mode = parse_monitor_mode(text);
+  if (!mode) {
+    throw InvalidArgument("monitor", "mode",
+                          "must be 'off', 'warn' or 'error', got '" + text + "'");
+  }
+  Monitor::instance().set_mode(*mode);
+}
+
+std::string monitor_counters_json() {
+  // Every DSv4 owner is created here, so the counters list the whole family even before the
+  // first call reaches a kernel.
+  (void)dsv4::all_kernels();
+  return Monitor::instance().counters_json();
+}
+
+std::vector<std::tuple<std::string, std::string, std::string, std::string>> monitor_events() {
+  std::vector<std::tuple<std::string, std::string, std::string, std::string>> events;
+  for (const JitEvent& event : Monitor::instance().events()) {
+    events.emplace_back(std::string(to_string(event.kind)), event.kernel, event.key,
+                        event.descriptors);
+  }
+  return events;
+}
+
+// --- Disk cache ------------------------------------------------------------------------------
+
+// A cache handle for the management operations: the default root (or `root`), never creating
+// a missing one, so a mistyped directory is not made.
+std::unique_ptr<DiskCache> open_cache(const std::optional<std::string>& root) {
+  DiskCacheOptions options = default_disk_cache_options();
+  if (root) options.root = *root;
+  if (options.root.empty()) {
+    throw Error("no cache directory: pass one, or set ZEROJIT_CACHE_DIR, XDG_CACHE_HOME or HOME");
+  }
+  options.create_root = false;
+  return std::make_unique<DiskCache>(std::move(options));
+}
+
+// Installs the store the runtime compiles through: None = the default from the environment,
+// "off" = memory only, else a disk cache rooted there.
+void set_cache_dir(const std::optional<std::string>& root) {
+  if (!root) {
+    Runtime::instance().set_artifact_store(make_default_artifact_store());
+  } else if (*root == "off") {
+    Runtime::instance().set_artifact_store(nullptr);
+  } else {
+    DiskCacheOptions options = default_disk_cache_options();
+    options.root = *root;
+    Runtime::instance().set_artifact_store(std::make_shared<DiskCache>(std::move(options)));
+  }
+}
+
+std::string cache_describe() {
+  const std::shared_ptr<ArtifactStore> store = Runtime::instance().artifact_store();
+  return store ? store->describe() : "memory only (no disk cache)";
+}
+
+std::optional<std::string> cache_default_root() {
+  const std::optional<std::filesystem::path> root = default_cache_root();
+  if (!root || root->empty()) return std::nullopt;
+  return root->string();
+}
+
+}  // namespace
+
+void bind_runtime(py::module_& module) {
+  const auto config_args = [] {
+    return std::tuple{py::arg("model") = py::none(), py::arg("model_json") = py::none(),
+                      py::arg("serving_json") = py::none()};
+  };
+  const auto [model_arg, model_json_arg, serving_arg] = config_args();
+  module.def("config_json", &config_json, model_arg, model_json_arg, serving_arg);
+  module.def("manifest", &manifest, model_arg, model_json_arg, serving_arg);
+  module.def("warmup", &warmup, model_arg, model_json_arg, serving_arg,
+             py::arg("devices") = std::vector<int>{}, py::arg("jobs") = 0,
+             py::arg("compile_only") = false, py::arg("arch") = py::none(),
+             py::arg("progress") = "none", py::arg("arm_monitor") = true);
+
+  module.def("monitor_mode", [] { return std::string(to_string(Monitor::instance().mode())); });
+  module.def("set_monitor_mode", &set_monitor_mode, py::arg("mode"));
+  module.def("monitor_arm", [] { Monitor::instance().arm(); });
+  module.def("monitor_disarm", [] { Monitor::instance().disarm(); });
+  module.def("monitor_armed", [] { return Monitor::instance().armed(); });
+  module.def("monitor_verbose", [] { return Monitor::instance().verbose(); });
+  module.def(
+      "set_monitor_verbose", [](bool verbose) { Monitor::instance().set_verbose(verbose); },
+      py::arg("verbose"));
+  module.def("monitor_counters_json", &monitor_counters_json);
+  module.def("monitor_events", &monitor_events);
+  module.def("monitor_reset_events", [] { Monitor::instance().reset_events(); });
+
+  module.def("set_cache_dir", &set_cache_dir, py::arg("root"));
+  module.def("cache_describe", &cache_describe);
+  module.def("cache_default_root", &cache_default_root);
+  module.def(
+      "cache_list",
+      [](const std::optional<std::string>& root) { return to_json(open_cache(root)->list()); },
+      py::arg("root") = py::none());
+  module.def(
+      "cache_verify",
+      [](const std::optional<std::string>& root, bool set_aside) {
+        return open_cache(root)->verify(set_aside).to_json();
+      },
+      py::arg("root") = py::none(), py::arg("set_aside") = false);
+  module.def(
+      "cache_gc",
+      [](const std::optional<std::string>& root, std::optional<std::uint64_t> max_bytes) {
+        return open_cache(root)->gc(max_bytes).to_json();
+      },
+      py::arg("root") = py::none(), py::arg("max_bytes") = py::none());
+  module.def(
+      "cache_clear",
+      [](const std::optional<std::string>& root) { return open_cache(root)->clear().to_json(); },
+      py::arg("root") = py::none());
+
+  module.def("driver_available", [] { return cuda::driver_available(); });
+  module.def("driver_unavailable_reason", [] { return cuda::driver_unavailable_reason(); });
+  module.def("device_count", [] { return cuda::device_count(); });
+  module.def("nvrtc_available", [] { return nvrtc_available(); });
+  module.def("nvrtc_unavailable_reason", [] { return nvrtc_unavailable_reason(); });
+}
+
+}  // namespace zerojit::python

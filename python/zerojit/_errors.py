@@ -1,0 +1,82 @@
+"""The exceptions zerojit raises.
+
+Each one mirrors a C++ exception of the library and carries its fields as attributes, so a
+caller can act on the kernel, key or argument at fault without parsing the message.
+"""
+
+
+class Error(RuntimeError):
+    """Base of every zerojit exception."""
+
+
+class InvalidArgument(Error, ValueError):
+    """A tensor or value a kernel cannot take. Nothing was launched.
+
+    Attributes: ``kernel`` (e.g. ``"dsv4.dcp_pack"``) and ``argument`` (e.g. ``"logits"``).
+    """
+
+    def __init__(self, message, kernel=None, argument=None):
+        super().__init__(message)
+        self.kernel = kernel
+        self.argument = argument
+
+
+class ConfigError(Error, ValueError):
+    """A malformed or inconsistent model or serving configuration; the message names the field."""
+
+
+class UnavailableError(Error):
+    """Something this process lacks: the CUDA driver, NVRTC, the CUDA headers, a GPU."""
+
+
+class CudaError(Error):
+    """A CUDA driver call failed. Attributes: ``call``, ``code``, ``error_name``."""
+
+    def __init__(self, message, call=None, code=None, error_name=None):
+        super().__init__(message)
+        self.call = call
+        self.code = code
+        self.error_name = error_name
+
+
+class CompileError(Error):
+    """NVRTC rejected a kernel specialization. Attributes: ``kernel``, ``key``, ``log``."""
+
+    def __init__(self, message, kernel=None, key=None, log=None):
+        super().__init__(message)
+        self.kernel = kernel
+        self.key = key
+        self.log = log
+
+
+class RuntimeJitError(Error):
+    """A compile or module load after warmup with the monitor in error mode, or one requested
+    while the stream is capturing a CUDA graph (always an error).
+
+    Attributes: ``kernel``, ``key`` and ``descriptors`` (the runtime tensors that asked for it).
+    """
+
+    def __init__(self, message, kernel=None, key=None, descriptors=None):
+        super().__init__(message)
+        self.kernel = kernel
+        self.key = key
+        self.descriptors = descriptors
+
+
+class LaunchError(Error):
+    """The packed arguments do not match the compiled kernel. Nothing was launched."""
+
+
+# Shown as zerojit.<Name> in tracebacks: the package re-exports them all.
+for _error_class in (
+    Error,
+    InvalidArgument,
+    ConfigError,
+    UnavailableError,
+    CudaError,
+    CompileError,
+    RuntimeJitError,
+    LaunchError,
+):
+    _error_class.__module__ = "zerojit"
+del _error_class

@@ -1,0 +1,579 @@
+"""The DeepSeek-V4 attention-side kernels, with the argument names of vLLM's implementation.
+
+Each function takes tensors through DLPack (``torch.Tensor``, or anything with
+``__dlpack__``), validates them exactly as the C++ API does (a bad argument raises
+``zerojit.InvalidArgument``, a ``ValueError``, naming the kernel and the argument), and launches
+on the tensors' device and PyTorch's current stream of that device (or ``stream=``, a
+``torch.cuda.Stream`` or a raw ``CUstream`` handle). Outputs are allocated where vLLM's function
+allocates them, and returned.
+
+A call whose compile key was not warmed up compiles at run time: a monitor event (an error in
+monitor mode ``error``) and always an error while the stream captures a CUDA graph.
+
+The same functions run the CPU reference on host tensors: see ``zerojit.reference``.
+"""
+
+from . import _core
+from . import _errors
+from ._tensors import empty, is_torch_tensor, launch_stream, ones, shape_of, torch_module
+
+__all__ = [
+    "fused_indexer_q_rope_quant",
+    "fused_indexer_q_rope_quant_fp8",
+    "fused_indexer_q_rope_quant_mxfp4",
+    "dequantize_and_gather_k_cache",
+    "compress_norm_rope_store",
+    "fused_kv_compress_norm_rope_insert_sparse_attn",
+    "split_kv_compress_norm_rope_insert_sparse_attn",
+    "sparse_attn_compress_c128",
+    "sparse_attn_norm_rope_store",
+    "pack_dcp_topk_candidates",
+]
+
+MXFP4_BLOCK_SIZE = 32
+# The compressor kernels are written for the DSv4 main-attention head (spec sections 3-7).
+_HEAD_DIM = 512
+_ROPE_HEAD_DIM = 64
+_QUANT_BLOCK = 64
+_TOKEN_STRIDE = 576
+_SCALE_DIM = 8
+
+
+def _stream_args(anchor, stream, reference):
+    if reference:
+        return {"reference": True}
+    handle, producer = launch_stream(anchor, stream)
+    return {"stream": handle, "producer_stream": producer}
+
+
+# --- Indexer-Q RoPE + quant (spec section 1) -------------------------------------------------
+
+
+def fused_indexer_q_rope_quant_fp8(
+    positions,
+    index_q,
+    index_q_cos_sin_cache,
+    index_weights,
+    index_weights_softmax_scale,
+    index_weights_head_scale,
+    index_q_fp8,
+    index_weights_out,
+    *,
+    stream=None,
+    _reference=False,
+):
+    """RoPE + FP8 quantization of the indexer query into caller-allocated outputs.
+
+    ``index_q_fp8``: ``[T, H, D]`` float8_e4m3fn (or uint8); ``index_weights_out``: ``[T, H]``
+    float32 = weights * q_scale * softmax_scale * head_scale.
+    """
+    _core.indexer_q_fp8(
+        positions,
+        index_q,
+        index_q_cos_sin_cache,
+        index_weights,
+        float(index_weights_softmax_scale) * float(index_weights_head_scale),
+        index_q_fp8,
+        index_weights_out,
+        **_stream_args(index_q, stream, _reference),
+    )
+
+
+def fused_indexer_q_rope_quant_mxfp4(
+    positions,
+    index_q,
+    index_q_cos_sin_cache,
+    index_weights,
+    index_weights_softmax_scale,
+    index_weights_head_scale,
+    index_q_packed,
+    index_q_scale,
+    index_weights_out,
+    *,
+    stream=None,
+    _reference=False,
+):
+    """RoPE + MXFP4 quantization of the indexer query into caller-allocated outputs.
+
+    ``index_q_packed``: ``[T, H, D/2]`` uint8 (two E2M1 codes a byte, low nibble first);
+    ``index_q_scale``: ``[T, H, D/32]`` uint8 UE8M0 exponents; ``index_weights_out``: ``[T, H]``
+    float32 = weights * softmax_scale * head_scale.
+    """
+    _core.indexer_q_mxfp4(
+        positions,
+        index_q,
+        index_q_cos_sin_cache,
+        index_weights,
+        float(index_weights_softmax_scale) * float(index_weights_head_scale),
+        index_q_packed,
+        index_q_scale,
+        index_weights_out,
+        **_stream_args(index_q, stream, _reference),
+    )
+
+
+def fused_indexer_q_rope_quant(
+    positions,
+    index_q,
+    index_q_cos_sin_cache,
+    index_weights,
+    index_weights_softmax_scale,
+    index_weights_head_scale,
+    use_fp4=False,
+    *,
+    stream=None,
+    _reference=False,
+):
+    """Fused RoPE + quantization of the Lightning Indexer query (vLLM's
+    ``fused_indexer_q_rope_quant``).
+
+    Returns ``(q_fp8, weights_out)`` for FP8, or ``((q_packed, q_scale), weights_out)`` for
+    MXFP4 (``use_fp4=True``), where a torch ``q_scale`` is viewed as int32 ``[T, H]`` (the four
+    UE8M0 bytes of a row, block 0 in the low byte) as DeepGEMM takes it.
+    """
+    kernel = "dsv4.indexer_q_mxfp4" if use_fp4 else "dsv4.indexer_q_fp8"
+    tokens, heads, head_dim = shape_of(index_q, kernel, "q", 3)
+    index_weights_out = empty(index_weights, shape_of(index_weights, kernel, "weights", 2), "f32")
+    if not use_fp4:
+        index_q_fp8 = empty(index_q, (tokens, heads, head_dim), "e4m3")
+        fused_indexer_q_rope_quant_fp8(
+            positions,
+            index_q,
+            index_q_cos_sin_cache,
+            index_weights,
+            index_weights_softmax_scale,
+            index_weights_head_scale,
+            index_q_fp8,
+            index_weights_out,
+            stream=stream,
+            _reference=_reference,
+        )
+        return index_q_fp8, index_weights_out
+    if head_dim % MXFP4_BLOCK_SIZE != 0:
+        raise _errors.InvalidArgument(
+            f"{kernel}: argument 'q': head_dim {head_dim} must be a multiple of the MXFP4 "
+            f"block size {MXFP4_BLOCK_SIZE}",
+            kernel,
+            "q",
+        )
+    scale_blocks = head_dim // MXFP4_BLOCK_SIZE
+    index_q_packed = empty(index_q, (tokens, heads, head_dim // 2), "u8")
+    index_q_scale = empty(index_q, (tokens, heads, scale_blocks), "u8")
+    fused_indexer_q_rope_quant_mxfp4(
+        positions,
+        index_q,
+        index_q_cos_sin_cache,
+        index_weights,
+        index_weights_softmax_scale,
+        index_weights_head_scale,
+        index_q_packed,
+        index_q_scale,
+        index_weights_out,
+        stream=stream,
+        _reference=_reference,
+    )
+    scales = index_q_scale
+    if is_torch_tensor(index_q_scale) and scale_blocks % 4 == 0:
+        scales = index_q_scale.view(torch_module().int32)
+        if scales.shape[-1] == 1:
+            scales = scales.squeeze(-1)
+    return (index_q_packed, scales), index_weights_out
+
+
+# --- Dequantize + gather of the paged K cache (spec section 2) -------------------------------
+
+
+def dequantize_and_gather_k_cache(
+    out,
+    k_cache,
+    seq_lens,
+    gather_lens,
+    block_table,
+    block_size,
+    offset=0,
+    *,
+    stream=None,
+    _reference=False,
+):
+    """Dequantizes the trailing ``gather_lens[r]`` tokens (all ``seq_lens[r]`` when
+    ``gather_lens`` is None) of each request's fp8_ds_mla K cache into
+    ``out[r, offset + i, :]`` (bf16, 512 wide). Writes ``out`` in place; returns None. Rows
+    outside ``[offset, offset + G)`` are untouched. ``block_size`` must equal
+    ``k_cache.shape[1]``.
+    """
+    _core.dequant_gather(
+        out,
+        k_cache,
+        seq_lens,
+        gather_lens,
+        block_table,
+        block_size,
+        int(offset),
+        **_stream_args(out, stream, _reference),
+    )
+
+
+# --- Compressors (spec sections 3-7) ----------------------------------------------------------
+
+
+def _default_fp8_scale(k_cache, fp8_scale):
+    """vLLM's compressor passes ones(1) when a float8 cache has no per-tensor scale."""
+    if fp8_scale is not None:
+        return fp8_scale
+    torch = torch_module()
+    if torch is not None and isinstance(k_cache, torch.Tensor):
+        if k_cache.dtype == torch.float8_e4m3fn:
+            return torch.ones(1, dtype=torch.float32, device=k_cache.device)
+    return None
+
+
+def fused_kv_compress_norm_rope_insert_sparse_attn(
+    state_cache,
+    token_to_req_indices,
+    positions,
+    slot_mapping,
+    block_table,
+    block_size,
+    rms_norm_weight,
+    rms_norm_eps,
+    cos_sin_cache,
+    k_cache,
+    kv_slot_mapping,
+    kv_cache_block_size=None,
+    kv_block_stride=None,
+    *,
+    fp8_scale=None,
+    store_full_kv=None,
+    store_full_fp8=None,
+    stream=None,
+    _reference=False,
+):
+    """C4 (ratio 4): for each boundary token, softmax-pool its 8 overlapping state rows,
+    RMSNorm, RoPE the last 64 dims and store one row into ``k_cache`` at
+    ``kv_slot_mapping[t]``.
+
+    The cache's dtype picks the layout, as in vLLM: uint8 = fp8_ds_mla pages (448 E4M3 + 64 BF16
+    + scale bytes), bfloat16 = full BF16 rows, float8_e4m3fn = full per-tensor-scaled rows
+    (``fp8_scale``, default 1). ``block_size``, ``kv_cache_block_size``, ``kv_block_stride``,
+    ``store_full_kv`` and ``store_full_fp8`` are optional and, when given, must agree with the
+    tensors. Writes ``k_cache`` in place; returns None.
+    """
+    rows = _core.c4_store(
+        state_cache,
+        token_to_req_indices,
+        positions,
+        slot_mapping,
+        block_table,
+        block_size,
+        rms_norm_weight,
+        float(rms_norm_eps),
+        cos_sin_cache,
+        k_cache,
+        kv_slot_mapping,
+        kv_cache_block_size,
+        kv_block_stride,
+        _default_fp8_scale(k_cache, fp8_scale),
+        store_full_kv,
+        store_full_fp8,
+        **_stream_args(state_cache, stream, _reference),
+    )
+    return rows if _reference else None
+
+
+def sparse_attn_compress_c128(
+    state_cache,
+    token_to_req_indices,
+    positions,
+    slot_mapping,
+    block_table,
+    block_size,
+    compressed_kv=None,
+    *,
+    stream=None,
+    _reference=False,
+):
+    """C128 stage 1: softmax-pools the 128 state rows of each boundary token into a float32
+    row of ``compressed_kv`` ``[T, 512]`` (allocated when None; rows of other tokens are left
+    unwritten). Returns ``compressed_kv``.
+    """
+    if compressed_kv is None:
+        (tokens,) = shape_of(slot_mapping, "dsv4.c128_compress", "slot_mapping", 1)
+        compressed_kv = empty(state_cache, (tokens, _HEAD_DIM), "f32")
+    rows = _core.c128_compress(
+        state_cache,
+        token_to_req_indices,
+        positions,
+        slot_mapping,
+        block_table,
+        block_size,
+        compressed_kv,
+        **_stream_args(state_cache, stream, _reference),
+    )
+    return (compressed_kv, rows) if _reference else compressed_kv
+
+
+def sparse_attn_norm_rope_store(
+    compressed_kv,
+    positions,
+    slot_mapping,
+    rms_norm_weight,
+    rms_norm_eps,
+    cos_sin_cache,
+    k_cache,
+    kv_slot_mapping,
+    kv_cache_block_size=None,
+    kv_block_stride=None,
+    *,
+    fp8_scale=None,
+    store_full_kv=None,
+    store_full_fp8=None,
+    stream=None,
+    _reference=False,
+):
+    """C128 stage 2: RMSNorm + RoPE of each boundary token's ``compressed_kv`` row, stored into
+    ``k_cache`` (fp8_ds_mla pages or full rows, picked by its dtype as for C4). Writes
+    ``k_cache`` in place; returns None.
+    """
+    rows = _core.c128_store(
+        compressed_kv,
+        positions,
+        slot_mapping,
+        rms_norm_weight,
+        float(rms_norm_eps),
+        cos_sin_cache,
+        k_cache,
+        kv_slot_mapping,
+        kv_cache_block_size,
+        kv_block_stride,
+        _default_fp8_scale(k_cache, fp8_scale),
+        store_full_kv,
+        store_full_fp8,
+        **_stream_args(compressed_kv, stream, _reference),
+    )
+    return rows if _reference else None
+
+
+def split_kv_compress_norm_rope_insert_sparse_attn(
+    state_cache,
+    token_to_req_indices,
+    positions,
+    slot_mapping,
+    block_table,
+    block_size,
+    compressed_kv,
+    rms_norm_weight,
+    rms_norm_eps,
+    cos_sin_cache,
+    k_cache,
+    kv_slot_mapping,
+    kv_cache_block_size=None,
+    kv_block_stride=None,
+    *,
+    fp8_scale=None,
+    store_full_kv=None,
+    store_full_fp8=None,
+    stream=None,
+    _reference=False,
+):
+    """C128 (ratio 128): ``sparse_attn_compress_c128`` into ``compressed_kv`` (allocated when
+    None), then ``sparse_attn_norm_rope_store`` into ``k_cache``. Returns None.
+    """
+    compressed = sparse_attn_compress_c128(
+        state_cache,
+        token_to_req_indices,
+        positions,
+        slot_mapping,
+        block_table,
+        block_size,
+        compressed_kv,
+        stream=stream,
+        _reference=_reference,
+    )
+    if _reference:
+        compressed = compressed[0]
+    return sparse_attn_norm_rope_store(
+        compressed,
+        positions,
+        slot_mapping,
+        rms_norm_weight,
+        rms_norm_eps,
+        cos_sin_cache,
+        k_cache,
+        kv_slot_mapping,
+        kv_cache_block_size,
+        kv_block_stride,
+        fp8_scale=fp8_scale,
+        store_full_kv=store_full_kv,
+        store_full_fp8=store_full_fp8,
+        stream=stream,
+        _reference=_reference,
+    )
+
+
+def _check_equal(name, value, supported, kernel="dsv4.compressor"):
+    if value is not None and value != supported:
+        raise _errors.InvalidArgument(
+            f"{kernel}: argument '{name}': must be {supported!r} (the DSv4 compressor kernels "
+            f"are built for it), got {value!r}",
+            kernel,
+            name,
+        )
+
+
+def compress_norm_rope_store(
+    state_cache,
+    num_actual,
+    token_to_req_indices,
+    positions,
+    slot_mapping,
+    block_table,
+    block_size,
+    state_width,
+    cos_sin_cache,
+    kv_cache,
+    k_cache_metadata,
+    pdl_kwargs=None,
+    head_dim=_HEAD_DIM,
+    rope_head_dim=_ROPE_HEAD_DIM,
+    compress_ratio=4,
+    overlap=None,
+    use_fp4_cache=False,
+    rms_norm_weight=None,
+    rms_norm_eps=1e-6,
+    quant_block=_QUANT_BLOCK,
+    token_stride=_TOKEN_STRIDE,
+    scale_dim=_SCALE_DIM,
+    store_full_kv=False,
+    store_full_fp8=False,
+    fp8_scale=None,
+    *,
+    stream=None,
+    _reference=False,
+):
+    """The compressor entry point (vLLM's ``compress_norm_rope_store_cutedsl``, same
+    arguments): ratio 4 runs the fused C4 kernel; ratio 128 allocates ``compressed_kv``
+    ``[num_actual, head_dim]`` and runs C128 compress then the C128 store. Writes ``kv_cache``
+    in place; returns None.
+
+    ``k_cache_metadata`` is an object with a ``slot_mapping`` attribute (the compressed-cache
+    slots), or that tensor itself. ``pdl_kwargs`` is accepted and ignored (the kernels use no
+    programmatic dependent launch). The shape arguments must be the DSv4 values the kernels are
+    built for.
+    """
+    del pdl_kwargs
+    if rms_norm_weight is None:
+        raise _errors.InvalidArgument(
+            "dsv4.compressor: argument 'rms_norm_weight': is required",
+            "dsv4.compressor",
+            "rms_norm_weight",
+        )
+    if compress_ratio not in (4, 128):
+        raise _errors.InvalidArgument(
+            f"dsv4.compressor: argument 'compress_ratio': no compressor for ratio "
+            f"{compress_ratio} (DSv4 layers use 4 or 128)",
+            "dsv4.compressor",
+            "compress_ratio",
+        )
+    if use_fp4_cache:
+        raise _errors.InvalidArgument(
+            "dsv4.compressor: argument 'use_fp4_cache': the FP4 cache layout has no zerojit "
+            "kernel",
+            "dsv4.compressor",
+            "use_fp4_cache",
+        )
+    _check_equal("head_dim", head_dim, _HEAD_DIM)
+    _check_equal("rope_head_dim", rope_head_dim, _ROPE_HEAD_DIM)
+    _check_equal("quant_block", quant_block, _QUANT_BLOCK)
+    _check_equal("token_stride", token_stride, _TOKEN_STRIDE)
+    _check_equal("scale_dim", scale_dim, _SCALE_DIM)
+    _check_equal("overlap", overlap, compress_ratio == 4)
+    _check_equal("state_width", state_width, _HEAD_DIM * (2 if compress_ratio == 4 else 1))
+    kv_slot_mapping = getattr(k_cache_metadata, "slot_mapping", k_cache_metadata)
+    if getattr(positions, "shape", None) is not None and _numel(positions) == 0:
+        return [] if _reference else None
+    # store_full_kv=False is vLLM's default even for full caches (the caller derives it from
+    # the cache dtype), so only an explicit True is checked against the cache.
+    full_kv = True if store_full_kv else None
+    full_fp8 = True if store_full_fp8 else None
+    if compress_ratio == 4:
+        return fused_kv_compress_norm_rope_insert_sparse_attn(
+            state_cache,
+            token_to_req_indices,
+            positions,
+            slot_mapping,
+            block_table,
+            block_size,
+            rms_norm_weight,
+            rms_norm_eps,
+            cos_sin_cache,
+            kv_cache,
+            kv_slot_mapping,
+            fp8_scale=fp8_scale,
+            store_full_kv=full_kv,
+            store_full_fp8=full_fp8,
+            stream=stream,
+            _reference=_reference,
+        )
+    compressed_kv = empty(state_cache, (int(num_actual), int(head_dim)), "f32")
+    return split_kv_compress_norm_rope_insert_sparse_attn(
+        state_cache,
+        token_to_req_indices,
+        positions,
+        slot_mapping,
+        block_table,
+        block_size,
+        compressed_kv,
+        rms_norm_weight,
+        rms_norm_eps,
+        cos_sin_cache,
+        kv_cache,
+        kv_slot_mapping,
+        fp8_scale=fp8_scale,
+        store_full_kv=full_kv,
+        store_full_fp8=full_fp8,
+        stream=stream,
+        _reference=_reference,
+    )
+
+
+def _numel(tensor):
+    count = 1
+    for extent in tensor.shape:
+        count *= int(extent)
+    return count
+
+
+# --- DCP top-k candidate packing (spec section 12) -------------------------------------------
+
+
+def pack_dcp_topk_candidates(
+    logits,
+    topk_indices,
+    packed,
+    dcp_rank,
+    dcp_world_size,
+    cp_interleave,
+    row_starts=None,
+    *,
+    stream=None,
+    _reference=False,
+):
+    """Turns this rank's local top-k indices into ``(score, global id)`` float pairs:
+    ``packed[r, c] = (logits[r, l + row_start], float(global(l)))`` for ``l =
+    topk_indices[r, c] >= 0``, and ``(-inf, -1.0)`` for -1. ``packed`` ``[R, K, 2]`` float32 is
+    allocated when None. Returns ``packed``.
+    """
+    if packed is None:
+        rows, topk = shape_of(topk_indices, "dsv4.dcp_pack", "topk_indices", 2)
+        packed = empty(logits, (rows, topk, 2), "f32")
+    _core.dcp_pack(
+        logits,
+        topk_indices,
+        packed,
+        int(dcp_rank),
+        int(dcp_world_size),
+        int(cp_interleave),
+        row_starts,
+        **_stream_args(logits, stream, _reference),
+    )
+    return packed

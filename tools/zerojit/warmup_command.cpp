@@ -1,0 +1,270 @@
+#include "warmup_command.hpp"
+
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "dsv4/model.hpp"
+#include "examples/scale_add.hpp"
+#include "exit_codes.hpp"
+#include "terminal.hpp"
+#include "zerojit/compiler.hpp"
+#include "zerojit/cuda.hpp"
+
+namespace zerojit::tool {
+namespace {
+
+using nlohmann::json;
+
+// The manifest's registry for the command: the DSv4 configuration or the built-in examples.
+struct Selection {
+  dsv4::Dsv4Config config;
+  WarmupRegistry registry;
+  std::string what;  // a line naming the configuration
+};
+
+void select(const ConfigOptions& options, bool examples, Selection& out) {
+  out.config = build_config(options);
+  if (examples) {
+    examples::register_examples(out.registry);
+    out.what = "the built-in example kernels";
+  } else {
+    register_dsv4_warmup(out.config, options, out.registry);
+    out.what = describe_config(out.config);
+    if (options.testing_warmup_max_tokens > 0) {
+      out.what += " [testing: warmup believes max_num_batched_tokens=" +
+                  std::to_string(options.testing_warmup_max_tokens) + "]";
+    }
+  }
+}
+
+std::string first_lines(const std::string& text, int lines) {
+  std::size_t end = 0;
+  for (int i = 0; i < lines && end != std::string::npos; ++i) {
+    end = text.find('\n', end == 0 ? 0 : end + 1);
+  }
+  return end == std::string::npos ? text : text.substr(0, end) + "\n  ...";
+}
+
+std::string join_devices(const std::vector<int>& devices) {
+  std::string text;
+  for (int d : devices) text += (text.empty() ? "" : ", ") + std::to_string(d);
+  return text;
+}
+
+}  // namespace
+
+CLI::App* add_warmup_command(CLI::App& app, WarmupCommand& command) {
+  CLI::App* sub = app.add_subcommand(
+      "warmup",
+      "Compile every kernel specialization a configuration can reach (the manifest), and load "
+      "it on each GPU");
+  add_config_options(*sub, command.config);
+  add_cache_options(*sub, command.cache);
+  sub->add_option("--devices", command.devices, "GPUs to load on: all, or a list such as 0,1")
+      ->capture_default_str();
+  sub->add_option("--jobs", command.jobs, "Parallel compiles (0: one per core)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_flag("--compile-only", command.compile_only,
+                "Compile (into the cache) and load nothing; with --cache-dir this makes an "
+                "ahead-of-time pack");
+  sub->add_flag("--examples", command.examples,
+                "Warm the built-in example kernels instead of a DSv4 configuration");
+  sub->add_flag("-v,--verbose", command.verbose, "Also list every key with its origin and time");
+  sub->add_flag("--json", command.json, "Machine-readable output");
+  return sub;
+}
+
+int run_warmup(const WarmupCommand& command) {
+  install_cache(command.cache);
+  Selection selection;
+  select(command.config, command.examples, selection);
+  const std::string arch = selection.config.serving.target_arch;
+  try {
+    validate_arch(arch);
+  } catch (const Error& error) {
+    throw ToolError{kExitUsage, error.what(), "pass --arch sm_90a (H100/H200) or sm_100a (B200)"};
+  }
+  WarmupOptions options;
+  options.arch = arch;
+  options.jobs = command.jobs;
+  options.compile_only = command.compile_only;
+  options.progress = command.json ? ProgressStyle::none : ProgressStyle::automatic;
+  std::string no_gpu_reason;
+  if (!command.compile_only) {
+    options.devices = selected_devices(command.devices);
+    if (cuda::device_count() == 0) {
+      no_gpu_reason = cuda::driver_available() ? "the driver reports no device"
+                                               : cuda::driver_unavailable_reason();
+    }
+  }
+  const Style out = Style::for_stream(stdout);
+  if (!command.json) {
+    std::printf("%s %s\n", out.bold("zerojit warmup:").c_str(), selection.what.c_str());
+    std::printf("%s %s\n", out.dim("cache:").c_str(), describe_cache().c_str());
+    std::fflush(stdout);
+  }
+  checked_manifest(selection.registry);  // a space the kernels reject is a usage error
+  const WarmupReport report = selection.registry.warmup(options);
+
+  std::string not_kept;
+  const bool kept = cache_is_writable(not_kept);
+  std::optional<ToolError> failure;
+  if (!report.ok()) {
+    failure = ToolError{kExitCompileFailure,
+                        std::to_string(report.failed()) + " of " +
+                            std::to_string(report.total_keys()) + " keys failed to compile",
+                        "read the NVRTC log above; check that the CUDA toolkit is found "
+                        "(CUDA_HOME) and that --arch names an architecture this NVRTC "
+                        "supports; the other keys were compiled and cached"};
+  } else if (command.compile_only && !command.cache.cache_dir.empty() && !kept) {
+    failure =
+        ToolError{kExitUsage, "no pack was written to " + command.cache.cache_dir + ": " + not_kept,
+                  "choose a directory you own that others cannot write (or set "
+                  "ZEROJIT_CACHE_ALLOW_SHARED=1 if the sharing is intended)"};
+  }
+  for (const KeyReport& key : report.keys) {
+    if (!key.error.empty()) {
+      std::fprintf(stderr, "%s %s [%s] for %s:\n  %s\n",
+                   Style::for_stream(stderr).red("compile failed:").c_str(), key.kernel.c_str(),
+                   key.key.c_str(), key.arch.c_str(), first_lines(key.error, 30).c_str());
+    }
+  }
+
+  if (command.json) {
+    json document = json::parse(report.to_json());
+    document["ok"] = !failure.has_value();
+    document["exit_code"] = failure ? failure->exit_code : kExitOk;
+    if (failure) {
+      document["error"] = failure->message;
+      document["hint"] = failure->hint;
+      print_error(failure->message, failure->hint);
+    }
+    document["configuration"] = command.examples ? json(nullptr) : json(selection.config);
+    document["cache"] = describe_cache();
+    document["cache_writable"] = kept;
+    document["compile_only"] = command.compile_only;
+    std::cout << document.dump() << "\n";
+    return failure ? failure->exit_code : kExitOk;
+  }
+  Table table({{"kernel"},
+               {"keys", Table::Align::right},
+               {"memory", Table::Align::right},
+               {"disk", Table::Align::right},
+               {"compiled", Table::Align::right},
+               {"failed", Table::Align::right},
+               {"seconds", Table::Align::right}});
+  for (const KernelReport& k : report.kernels) {
+    table.add_row({k.kernel, std::to_string(k.keys), std::to_string(k.from_memory),
+                   std::to_string(k.from_disk), std::to_string(k.compiled),
+                   k.failed ? out.red(std::to_string(k.failed)) : "0", fixed(k.seconds, 3)});
+  }
+  table.add_footer({"total (" + std::to_string(report.kernels.size()) + " kernels)",
+                    std::to_string(report.total_keys()), std::to_string(report.from_memory()),
+                    std::to_string(report.from_disk()), std::to_string(report.compiled()),
+                    report.failed() ? out.red(std::to_string(report.failed())) : "0",
+                    fixed(report.wall_seconds, 3) + " wall"});
+  std::printf("\n");
+  table.print(stdout, out);
+  if (command.verbose && !report.keys.empty()) {
+    Table keys({{"kernel"}, {"arch"}, {"origin"}, {"seconds", Table::Align::right}, {"key"}});
+    for (const KeyReport& key : report.keys) {
+      keys.add_row({key.kernel, key.arch,
+                    key.error.empty() ? std::string(to_string(key.origin)) : out.red("FAILED"),
+                    fixed(key.seconds, 3), key.key});
+    }
+    std::printf("\n");
+    keys.print(stdout, out);
+  }
+  std::printf("\n");
+  std::string archs;
+  for (const auto& a : report.archs) archs += (archs.empty() ? "" : ", ") + a;
+  if (!report.devices.empty()) {
+    std::printf("built for %s; loaded on device%s %s\n", archs.c_str(),
+                report.devices.size() > 1 ? "s" : "", join_devices(report.devices).c_str());
+  } else if (command.compile_only) {
+    std::printf("built for %s; loaded nothing (--compile-only)\n", archs.c_str());
+  } else {
+    std::printf("built for %s only; loaded nothing (no GPU: %s)\n", archs.c_str(),
+                no_gpu_reason.c_str());
+  }
+  std::fflush(stdout);
+  if (failure) throw *failure;
+  if (command.compile_only && !command.cache.cache_dir.empty()) {
+    std::printf(
+        "%s ahead-of-time pack in %s: %d keys for %s; mount it read-only with "
+        "--layer %s (or ZEROJIT_CACHE_READONLY_DIRS)\n",
+        out.green("ok:").c_str(), command.cache.cache_dir.c_str(), report.total_keys(),
+        archs.c_str(), command.cache.cache_dir.c_str());
+  } else if (!report.devices.empty()) {
+    std::printf("%s %d keys loaded%s\n", out.green("ok:").c_str(), report.total_keys(),
+                report.monitor_armed ? "; monitor armed" : "");
+  } else {
+    std::printf("%s %d keys built\n", out.green("ok:").c_str(), report.total_keys());
+    if (!kept) print_note("nothing was kept on disk (" + not_kept + "); pass --cache-dir DIR");
+  }
+  return kExitOk;
+}
+
+CLI::App* add_keys_command(CLI::App& app, KeysCommand& command) {
+  CLI::App* sub = app.add_subcommand(
+      "keys", "Print the warmup manifest of a configuration: one line per (kernel, key)");
+  add_config_options(*sub, command.config);
+  sub->add_flag("--examples", command.examples, "The built-in example kernels instead");
+  sub->add_flag("--json", command.json, "Machine-readable output");
+  return sub;
+}
+
+int run_keys(const KeysCommand& command) {
+  Selection selection;
+  select(command.config, command.examples, selection);
+  const Manifest manifest = checked_manifest(selection.registry);
+  std::vector<std::string> kernels;
+  for (const ManifestEntry& entry : manifest.entries) {
+    if (kernels.empty() || kernels.back() != entry.kernel->name())
+      kernels.push_back(entry.kernel->name());
+  }
+  if (command.json) {
+    json keys = json::array();
+    for (const ManifestEntry& entry : manifest.entries) {
+      keys.push_back({{"kernel", entry.kernel->name()},
+                      {"key", json::parse(entry.key_json)},
+                      {"text", entry.key_text}});
+    }
+    json dead = json::array();
+    for (const auto& axis : manifest.dead_axes) {
+      dead.push_back({{"kernel", axis.kernel}, {"registration", axis.tag}, {"axis", axis.axis}});
+    }
+    json document = {{"ok", true},
+                     {"exit_code", kExitOk},
+                     {"configuration", command.examples ? json(nullptr) : json(selection.config)},
+                     {"arch", selection.config.serving.target_arch},
+                     {"count", manifest.size()},
+                     {"kernels", kernels},
+                     {"keys", keys},
+                     {"dead_axes", dead}};
+    std::cout << document.dump() << "\n";
+    return kExitOk;
+  }
+  const Style out = Style::for_stream(stdout);
+  std::printf("%s %s\n\n", out.bold("zerojit keys:").c_str(), selection.what.c_str());
+  Table table({{"kernel"}, {"key"}});
+  for (const ManifestEntry& entry : manifest.entries) {
+    table.add_row({entry.kernel->name(), entry.key_text});
+  }
+  if (!table.empty()) table.print(stdout, out);
+  std::printf("\n%zu keys in %zu kernels\n", manifest.size(), kernels.size());
+  if (manifest.dead_axes.empty()) {
+    std::printf("dead axes: none\n");
+  } else {
+    std::printf("%s (axes whose values never change a key: they only cost expansion time)\n",
+                out.yellow("dead axes:").c_str());
+    for (const auto& axis : manifest.dead_axes) {
+      std::printf("  %s [%s]: %s\n", axis.kernel.c_str(), axis.tag.c_str(), axis.axis.c_str());
+    }
+  }
+  return kExitOk;
+}
+
+}  // namespace zerojit::tool
