@@ -590,9 +590,9 @@ void BatteryWorkspace::State::setup() {
         }
         const int state_rows = is_c4 ? kC4StateBlockSize : kC128StateBlockSize;
         const std::int64_t state_width = is_c4 ? 2 * kHead : kHead;
-        layer.state_cache = allocate(static_cast<std::size_t>(state_pool) *
-                                     static_cast<std::size_t>(state_rows) *
-                                     static_cast<std::size_t>(2 * state_width) * 4);
+        layer.state_cache =
+            allocate(static_cast<std::size_t>(state_pool) * static_cast<std::size_t>(state_rows) *
+                     static_cast<std::size_t>(2 * state_width) * 4);
         layer.norm_weight =
             allocate(kHead * static_cast<std::size_t>(dtype_size_bytes(norm_dtype)));
       } else if (kind == LayerKind::hca && gathers) {
@@ -686,8 +686,8 @@ void BatteryWorkspace::State::fill_static() {
                  float_pattern(noise, dtype, pattern_units(2, elements), -2, 2));
     }
     if (layer.state_cache) {
-      const std::int64_t elements = state_pool * (is_c4 ? kC4StateBlockSize * 4 * kHead
-                                                              : kC128StateBlockSize * 2 * kHead);
+      const std::int64_t elements =
+          state_pool * (is_c4 ? kC4StateBlockSize * 4 * kHead : kC128StateBlockSize * 2 * kHead);
       fill_tiled(mem, layer.state_cache, static_cast<std::size_t>(elements) * 4,
                  float_pattern(noise, DType::f32, pattern_units(4, elements), -2, 2));
     }

@@ -24,7 +24,9 @@ IndexerQKey IndexerQKernel::dispatch(const IndexerQDescriptors& d) const {
   key.head_dim = static_cast<int>(d.q.size(2));
   key.rope_dim = static_cast<int>(d.cos_sin_cache.size(1));
   key.cos_sin_dtype = d.cos_sin_cache.dtype;
-  key.coarsen = d.q.size(0) < kCoarsenTokenThreshold ? 1 : 4;
+  // Four heads share a subwarp's cos/sin loads only when they divide the head count (always
+  // for DSv4's 64); otherwise one head per subwarp.
+  key.coarsen = d.q.size(0) < kCoarsenTokenThreshold || key.num_heads % 4 != 0 ? 1 : 4;
   check_key(key);
   return key;
 }

@@ -67,7 +67,7 @@ struct IndexerQMxFp4Outputs {
 class IndexerQKernel : public JitKernel<IndexerQKey, IndexerQDescriptors> {
  public:
   // (T, H, D) = q.shape, R = cos_sin_cache.shape[-1], cos/sin dtype as given, coarsen 1 for
-  // T < 512 tokens else 4.
+  // T < 512 tokens else 4 (1 when 4 does not divide H).
   IndexerQKey dispatch(const IndexerQDescriptors& descriptors) const override;
 
   // T in {1, 2, 4, ..., max_tokens} (and max_tokens itself) with the model's indexer shape and

@@ -506,11 +506,11 @@ std::string compare_compressed_kv(py::handle expected, py::handle actual, long l
 
 void bind_kernels(py::module_& module) {
   // Every kernel function ends with the same three arguments.
-  const auto mode = [] {
+  const auto trailing_arguments = [] {
     return std::tuple{py::arg("reference") = false, py::arg("stream") = std::uintptr_t{0},
                       py::arg("producer_stream") = py::none()};
   };
-  const auto [reference_arg, stream_arg, producer_arg] = mode();
+  const auto [reference_arg, stream_arg, producer_arg] = trailing_arguments();
 
   module.def(
       "indexer_q_fp8",

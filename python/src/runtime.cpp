@@ -74,6 +74,26 @@ ProgressStyle parse_progress(const std::string& text) {
                         "must be 'auto', 'bar', 'lines' or 'none', got '" + text + "'");
 }
 
+// Loading modules makes each device's context current in turn; the caller's (PyTorch's idea
+// of the current device) is put back afterwards.
+class KeepCurrentContext {
+ public:
+  KeepCurrentContext() {
+    if (!cuda::driver_available()) return;
+    api_ = &cuda::driver();
+    if (api_->cuCtxGetCurrent(&context_) != cuda::kSuccess) context_ = nullptr;
+  }
+  ~KeepCurrentContext() {
+    if (context_ != nullptr) api_->cuCtxSetCurrent(context_);
+  }
+  KeepCurrentContext(const KeepCurrentContext&) = delete;
+  KeepCurrentContext& operator=(const KeepCurrentContext&) = delete;
+
+ private:
+  const cuda::DriverApi* api_ = nullptr;
+  cuda::Context context_ = nullptr;
+};
+
 // Compiles (and loads) every key the configuration's kernels can ask for. Returns the report
 // as JSON and its one-line summary.
 std::tuple<std::string, std::string> warmup(const std::optional<std::string>& model,
@@ -94,6 +114,7 @@ std::tuple<std::string, std::string> warmup(const std::optional<std::string>& mo
   options.progress = parse_progress(progress);
   options.arm_monitor = arm_monitor;
   py::gil_scoped_release release;
+  const KeepCurrentContext keep_context;
   const WarmupReport report = registry.warmup(options);
   return {report.to_json(), report.summary_line()};
 }

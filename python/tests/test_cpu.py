@@ -16,6 +16,7 @@ _CACHE_ROOT = tempfile.mkdtemp(prefix="zerojit-python-test-")
 os.environ["ZEROJIT_CACHE_DIR"] = _CACHE_ROOT
 os.environ.pop("ZEROJIT_MONITOR", None)
 
+import pytorch_nvrtc  # noqa: E402,F401  (before zerojit)
 import zerojit  # noqa: E402
 from fake_dlpack import (  # noqa: E402
     KDL_COMPLEX,

@@ -2,12 +2,11 @@
 reference (zerojit.reference) through torch tensors, CUDA-graph capture and replay of a warmed
 kernel, the refusal of an unwarmed one during capture, and the monitor in error mode.
 
-Skipped (and passing) without PyTorch or a CUDA device.
+Without a CUDA device only the PyTorch-on-CPU tests run; without PyTorch everything skips.
 
 Run: PYTHONPATH=<build>/python python3 -m unittest discover -v -s python/tests -p "test_gpu*.py"
 """
 
-import glob
 import os
 import shutil
 import tempfile
@@ -23,25 +22,7 @@ try:
 except ImportError:  # pragma: no cover - depends on the machine
     torch = None
 
-
-
-def _use_the_nvrtc_pytorch_ships():
-    """On a host without a CUDA toolkit, zerojit finds no NVRTC; PyTorch's CUDA wheels bring
-    one (site-packages/nvidia/...). Point zerojit at it, before zerojit first looks."""
-    if torch is None or os.environ.get("ZEROJIT_NVRTC_LIBRARY") or os.environ.get("CUDA_HOME"):
-        return
-    if glob.glob("/usr/local/cuda*/lib64/libnvrtc.so*"):
-        return
-    site = os.path.dirname(os.path.dirname(torch.__file__))
-    for soname in ("libnvrtc.so.13", "libnvrtc.so.12"):
-        found = sorted(glob.glob(os.path.join(site, "nvidia", "**", soname), recursive=True))
-        if found:
-            os.environ["ZEROJIT_NVRTC_LIBRARY"] = found[0]
-            return
-
-
-_use_the_nvrtc_pytorch_ships()
-
+import pytorch_nvrtc  # noqa: E402,F401  (before zerojit)
 import zerojit  # noqa: E402
 
 HAVE_CUDA = torch is not None and torch.cuda.is_available()

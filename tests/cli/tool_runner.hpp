@@ -40,7 +40,10 @@ inline Result run_tool(const std::vector<std::string>& arguments,
   std::vector<char*> env;
   for (auto& entry : env_strings) env.push_back(entry.data());
   env.push_back(nullptr);
-  std::vector<std::string> argv_strings = {ZEROJIT_TOOL_PATH};
+  // $ZEROJIT_TOOL overrides the built path, for running the tests from a copied build.
+  const char* tool_override = std::getenv("ZEROJIT_TOOL");
+  std::vector<std::string> argv_strings = {tool_override && *tool_override ? tool_override
+                                                                           : ZEROJIT_TOOL_PATH};
   argv_strings.insert(argv_strings.end(), arguments.begin(), arguments.end());
   std::vector<char*> argv;
   for (auto& argument : argv_strings) argv.push_back(argument.data());

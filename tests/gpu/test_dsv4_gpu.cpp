@@ -8,8 +8,12 @@
 //    padding, other rows, inactive tokens, other pages, bytes past B * 584 of a page) must still
 //    hold it afterwards.
 // Then the whole DCP exchange on one GPU (pack per rank, concatenate, select == exact global
-// top-k), and a serving-like battery after warming the default manifest that must compile and
-// load nothing.
+// top-k), and two serving-like batteries after warmup, under the monitor in error mode, that
+// must compile and load nothing: the serving battery (kernels/dsv4/battery.hpp) on the default
+// manifest, and a compact one written here on the default manifest plus DCP.
+//
+// Every failure names the kernel, the case, the output, the element (and for gathers the source
+// page, code and exponent), the expected and the actual value.
 //
 // Without a GPU every test skips, saying why. ZEROJIT_DSV4_GPU_DRY_RUN=1 runs the suite without
 // one instead: tensors stay in host memory, the kernels still compile with NVRTC, and a backend
@@ -25,7 +29,6 @@
 #include <deque>
 #include <map>
 #include <memory>
-#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -871,16 +874,6 @@ TokenTensors make_token_tensors(in::Random& random, const in::CompressorTokens& 
   return result;
 }
 
-std::int64_t count_boundaries(const std::vector<in::RequestChunk>& requests, int ratio) {
-  std::int64_t count = 0;
-  for (const in::RequestChunk& r : requests) {
-    for (std::int64_t p = r.first_position; p < r.first_position + r.tokens; ++p) {
-      count += (p + 1) % ratio == 0 ? 1 : 0;
-    }
-  }
-  return count;
-}
-
 std::string check_c4(const C4Case& c) {
   const bool full = c.cache != CacheKind::ds_mla;
   std::int64_t total = 0;
@@ -889,7 +882,7 @@ std::string check_c4(const C4Case& c) {
       full ? "dsv4.c4_store_full" : "dsv4.c4_store",
       c.name + " (" + std::string(cache_name(c.cache)) + ", T=" + std::to_string(total) + ")");
   in::Random random(c.seed);
-  const std::int64_t boundaries = count_boundaries(c.requests, 4);
+  const std::int64_t boundaries = in::count_boundaries(c.requests, 4);
   const std::int64_t pages = (boundaries + c.kv_block_size - 1) / c.kv_block_size + 2;
   const in::CompressorTokens tokens =
       in::make_compressor_tokens(random, c.requests, 4, pages * c.kv_block_size, c.drop);
@@ -1181,7 +1174,7 @@ std::string check_c128_store(const C128StoreCase& c) {
       full ? "dsv4.c128_store_full" : "dsv4.c128_store",
       c.name + " (" + std::string(cache_name(c.cache)) + ", T=" + std::to_string(total) + ")");
   in::Random random(c.seed);
-  const std::int64_t boundaries = count_boundaries(c.requests, 128);
+  const std::int64_t boundaries = in::count_boundaries(c.requests, 128);
   const std::int64_t pages = (boundaries + c.kv_block_size - 1) / c.kv_block_size + c.extra_pages;
   const in::CompressorTokens tokens =
       in::make_compressor_tokens(random, c.requests, 128, pages * c.kv_block_size, c.drop);
@@ -1865,8 +1858,8 @@ TEST_F(Dsv4Gpu, WarmedManifestWithDcpServesACompactBatteryWithoutCompiling) {
   b.gather_lens = in::make_tensor(DType::i32, {kRequests});
   // Compressors: 8192 tokens of 2 requests; each layer has its own state and cache.
   const std::vector<in::RequestChunk> requests = {{0, kMaxTokens / 2}, {100, kMaxTokens / 2}};
-  const std::int64_t c4_pages = (count_boundaries(requests, 4) + 63) / 64 + 1;
-  const std::int64_t c128_pages = (count_boundaries(requests, 128) + 1) / 2 + 1;
+  const std::int64_t c4_pages = (in::count_boundaries(requests, 4) + 63) / 64 + 1;
+  const std::int64_t c128_pages = (in::count_boundaries(requests, 128) + 1) / 2 + 1;
   b.c4_tokens = make_token_tensors(
       random, in::make_compressor_tokens(random, requests, 4, c4_pages * 64), 0, 0, 64);
   b.c128_tokens = make_token_tensors(

@@ -504,4 +504,14 @@ float random_logit(Random& random, double negative_infinity_rate, double nan_rat
   return static_cast<float>(random.uniform_int(-16, 16)) * 0.25f;
 }
 
+std::int64_t count_boundaries(const std::vector<RequestChunk>& requests, int ratio) {
+  std::int64_t count = 0;
+  for (const RequestChunk& r : requests) {
+    for (std::int64_t p = r.first_position; p < r.first_position + r.tokens; ++p) {
+      count += (p + 1) % ratio == 0 ? 1 : 0;
+    }
+  }
+  return count;
+}
+
 }  // namespace zerojit::dsv4::testing

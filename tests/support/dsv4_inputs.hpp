@@ -189,6 +189,9 @@ struct RequestChunk {
   std::int64_t tokens = 0;
 };
 
+// How many positions of the chunks are compress boundaries ((p + 1) % ratio == 0).
+std::int64_t count_boundaries(const std::vector<RequestChunk>& requests, int ratio);
+
 // The per-token metadata of a compressor call.
 struct CompressorTokens {
   std::vector<std::int32_t> token_to_req;

@@ -144,6 +144,8 @@ TEST(Dsv4Dispatch, IndexerCoarsenAndDequantGatherKeys) {
   EXPECT_EQ(indexer.dispatch(d), (IndexerQKey{128, 64, 64, DType::bf16, 1}));
   d.q.shape[0] = 512;
   EXPECT_EQ(indexer.dispatch(d).coarsen, 4);
+  d.q.shape[1] = 6;  // 4 does not divide the heads: one head per subwarp at any T
+  EXPECT_EQ(indexer.dispatch(d).coarsen, 1);
   auto& gather_kernel = DequantGatherKernel::instance();
   DequantGatherDescriptors g;
   g.k_cache = TensorDesc::contiguous(DType::u8, {8, 64, 584});

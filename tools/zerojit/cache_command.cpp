@@ -362,6 +362,7 @@ void add_cache_commands(CLI::App& app, CacheCommandContext& context) {
   explain->add_option("--nvrtc-version", options->nvrtc_version,
                       "NVRTC version to explain for (default: this machine's)");
   explain->add_flag("--misses", options->misses_only, "Only keys that miss");
+  if (context.add_manifest_options) context.add_manifest_options(*explain);
   explain->callback([options, &context] {
     run_reporting(context, [&] { return run_explain(*options, context); });
   });

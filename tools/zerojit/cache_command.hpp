@@ -18,6 +18,9 @@ inline constexpr int kExitCacheBadEntries = 4;
 struct CacheCommandContext {
   // The keys `cache explain` explains: the same manifest that `warmup` compiles.
   std::function<Manifest()> manifest;
+  // Optional: adds the options that select that manifest (model, serving options, ...) to the
+  // `cache explain` command; `manifest` reads them when it is called.
+  std::function<void(CLI::App& explain)> add_manifest_options;
   // Set by the cache command that ran, to the process's exit code.
   std::optional<int> exit_code;
 };

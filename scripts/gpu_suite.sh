@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Runs the GPU tests (part "tests") or the GPU benchmarks (part "bench") from a folder made by
+# scripts/stage_gpu.sh, writing logs under OUT_DIR. Every step has its own time limit, so a
+# hang in one still leaves the others' logs.
+#   scripts/gpu_suite.sh STAGE_DIR OUT_DIR tests|bench
+set -uo pipefail
+stage=$(cd "$1" && pwd)
+out=$2
+part=$3
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+mkdir -p "$out"
+export ZEROJIT_CACHE_DIR=$(mktemp -d)  # start from an empty compile cache
+export ZEROJIT_TOOL=$stage/tools/zerojit
+step() {  # step LIMIT LOG COMMAND...
+  local limit=$1 log=$2
+  shift 2
+  echo "=== $* ($(date -u +%H:%M:%S))" >>"$log"
+  timeout "$limit" "$@" >>"$log" 2>&1
+  echo "=== exit $?" >>"$log"
+}
+if [ "$part" = tests ]; then
+  nvidia-smi -L >"$out/gpu_tests.log" 2>&1
+  step 120 "$out/gpu_tests.log" "$stage/tests/zerojit_core_gpu_tests"
+  step 240 "$out/gpu_tests.log" "$stage/tests/zerojit_dsv4_gpu_tests"
+  step 200 "$out/gpu_tests.log" "$stage/tests/zerojit_cli_gpu_tests"
+  step 60 "$out/tool.log" "$ZEROJIT_TOOL" warmup
+  step 90 "$out/tool.log" "$ZEROJIT_TOOL" run --steps 2000 --monitor error
+  step 90 "$out/tool.log" "$ZEROJIT_TOOL" run --model dsv4-pro --steps 2000 --monitor error
+  step 60 "$out/tool.log" "$ZEROJIT_TOOL" run --steps 300 --testing-warmup-max-tokens 256 --monitor error
+  if [ -d "$stage/python/zerojit" ]; then
+    PYTHONPATH=$stage/python step 150 "$out/python.log" python3 -m unittest discover -v \
+      -s "$repo/python/tests" -t "$repo/python/tests" -p 'test_gpu*.py'
+  fi
+else
+  step 60 "$out/bench.log" "$stage/bench/zerojit_bench_launch" --benchmark_repetitions=5 \
+    --benchmark_report_aggregates_only
+  step 60 "$out/bench.log" "$stage/bench/zerojit_bench_dispatch" --benchmark_repetitions=3 \
+    --benchmark_report_aggregates_only
+  step 150 "$out/bench.log" "$stage/bench/warmup_sweep.sh" "$stage" "$(nproc)"
+  step 120 "$out/bench.log" "$stage/bench/zerojit_bench_kernels" --json "$out/bandwidth_zerojit.json"
+  step 120 "$out/bench.log" python3 "$repo/bench/torch_composite.py" --json "$out/bandwidth_torch.json"
+fi

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Copies what the GPU suite needs (test and benchmark binaries, the tool, the Python module,
+# scripts) into one small folder, to run on a GPU host without building there.
+#   scripts/stage_gpu.sh BUILD_DIR STAGE_DIR [PYTHON_MODULE_DIR]
+set -euo pipefail
+build=$1
+stage=$2
+python_module=${3:-}
+rm -rf "$stage"
+mkdir -p "$stage/tests" "$stage/bench" "$stage/tools" "$stage/python"
+for test in tests/zerojit_core_gpu_tests tests/zerojit_dsv4_gpu_tests tests/cli/zerojit_cli_gpu_tests; do
+  if [ -x "$build/$test" ]; then strip -o "$stage/tests/$(basename "$test")" "$build/$test"; fi
+done
+for bench in zerojit_bench_launch zerojit_bench_dispatch zerojit_bench_warmup zerojit_bench_kernels; do
+  if [ -x "$build/bench/$bench" ]; then strip -o "$stage/bench/$bench" "$build/bench/$bench"; fi
+done
+cp -L "$build"/bench/libbenchmark.so.* "$stage/bench/" 2>/dev/null || true
+strip -o "$stage/tools/zerojit" "$build/tools/zerojit"
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cp "$root"/bench/*.sh "$root"/bench/*.py "$stage/bench/" 2>/dev/null || true
+if [ -n "$python_module" ]; then cp -r "$python_module/zerojit" "$stage/python/"; fi
+du -sh "$stage"
