@@ -1099,10 +1099,6 @@ void add_planned(std::vector<PlannedLaunch>& out, Kernel& kernel, const Spec& sp
   out.push_back({&kernel, describe(spec.key), describe(descriptors)});
 }
 
-bool no_tokens(const TensorDesc& positions) {
-  return positions.ndim == 1 && positions.size(0) == 0;
-}
-
 }  // namespace
 
 std::vector<PlannedLaunch> plan_call(const AttentionKernels& kernels, const AttentionCall& call) {
@@ -1123,41 +1119,9 @@ std::vector<PlannedLaunch> plan_call(const AttentionKernels& kernels, const Atte
       add_planned(out, kernel, kernel.plan(indexer->inputs, indexer->mxfp4), descriptors);
     }
   } else if (const auto* compressor = std::get_if<CompressorCall>(&call.args)) {
-    // The routing of AttentionKernels::run_compressor.
-    if (compressor->compress_ratio == kCsaCompressRatio) {
-      if (no_tokens(compressor->c4.positions.desc)) return out;
-      C4StoreArgs args = compressor->c4;
-      args.compress_ratio = compressor->compress_ratio;
-      const C4StoreDescriptors descriptors = args.descriptors();
-      if (kernels.c4_ds_mla_store()) {
-        auto& kernel = C4StoreKernel::instance();
-        add_planned(out, kernel, kernel.plan(args), descriptors);
-      } else if (kernels.c4_full_store()) {
-        auto& kernel = C4StoreFullKernel::instance();
-        add_planned(out, kernel, kernel.plan(args), descriptors);
-      } else {
-        throw Error("dsv4: this configuration has no C4 compressor");
-      }
-    } else if (compressor->compress_ratio == kHcaCompressRatio) {
-      if (!kernels.c128_compress()) throw Error("dsv4: this configuration has no C128 compressor");
-      if (no_tokens(compressor->c128_compress.positions.desc)) return out;
-      auto& compress = C128CompressKernel::instance();
-      add_planned(out, compress, compress.plan(compressor->c128_compress),
-                  compressor->c128_compress.descriptors());
-      const C128StoreDescriptors descriptors = compressor->c128_store.descriptors();
-      if (kernels.c128_ds_mla_store()) {
-        auto& kernel = C128StoreKernel::instance();
-        add_planned(out, kernel, kernel.plan(compressor->c128_store), descriptors);
-      } else if (kernels.c128_full_store()) {
-        auto& kernel = C128StoreFullKernel::instance();
-        add_planned(out, kernel, kernel.plan(compressor->c128_store), descriptors);
-      } else {
-        throw Error("dsv4: this configuration has no C128 store");
-      }
-    } else {
-      throw Error("dsv4: no compressor for compress ratio " +
-                  std::to_string(compressor->compress_ratio) + " (DSv4 layers use 4 or 128)");
-    }
+    kernels.route_compressor(*compressor, [&out](auto& kernel, const auto& args) {
+      add_planned(out, kernel, kernel.plan(args), args.descriptors());
+    });
   } else if (const auto* gather = std::get_if<DequantGatherArgs>(&call.args)) {
     if (kernels.dequant_gather().empty())
       throw Error("dsv4: this configuration has no K-cache gather");

@@ -126,35 +126,7 @@ void AttentionKernels::run_indexer_q_mxfp4(const IndexerQInputs& inputs,
 }
 
 void AttentionKernels::run_compressor(const CompressorCall& call, cuda::Stream stream) const {
-  if (call.compress_ratio == kCsaCompressRatio) {
-    if (call.c4.positions.desc.ndim == 1 && call.c4.positions.desc.size(0) == 0) return;
-    C4StoreArgs args = call.c4;
-    args.compress_ratio = call.compress_ratio;
-    if (c4_ds_mla_) {
-      C4StoreKernel::instance()(args, stream);
-    } else if (c4_full_) {
-      C4StoreFullKernel::instance()(args, stream);
-    } else {
-      throw Error("dsv4: this configuration has no C4 compressor");
-    }
-  } else if (call.compress_ratio == kHcaCompressRatio) {
-    if (!c128_compress_) throw Error("dsv4: this configuration has no C128 compressor");
-    if (call.c128_compress.positions.desc.ndim == 1 &&
-        call.c128_compress.positions.desc.size(0) == 0) {
-      return;
-    }
-    C128CompressKernel::instance()(call.c128_compress, stream);
-    if (c128_ds_mla_) {
-      C128StoreKernel::instance()(call.c128_store, stream);
-    } else if (c128_full_) {
-      C128StoreFullKernel::instance()(call.c128_store, stream);
-    } else {
-      throw Error("dsv4: this configuration has no C128 store");
-    }
-  } else {
-    throw Error("dsv4: no compressor for compress ratio " + std::to_string(call.compress_ratio) +
-                " (DSv4 layers use 4 or 128)");
-  }
+  route_compressor(call, [stream](auto& kernel, const auto& args) { kernel(args, stream); });
 }
 
 void AttentionKernels::run_dequant_gather(const DequantGatherArgs& args,

@@ -61,6 +61,13 @@ class AttentionKernels {
   // the C4 kernel, ratio 128 -> C128 compress then the C128 store, into the ds_mla or the full
   // cache as configured. No tokens: nothing runs. Another ratio is an error.
   void run_compressor(const CompressorCall& call, cuda::Stream stream = nullptr) const;
+
+  // The routing behind run_compressor, for callers that do something else with the kernels
+  // (the dispatch-only battery plans them): calls visit(kernel, args) for each kernel the call
+  // runs, in order, with kernel one of the compressor owners and args its argument struct.
+  // Throws zerojit::Error for a ratio or a kernel this configuration does not have.
+  template <class Visitor>
+  void route_compressor(const CompressorCall& call, Visitor&& visit) const;
   void run_dequant_gather(const DequantGatherArgs& args, cuda::Stream stream = nullptr) const;
   void run_dcp_pack(const DcpPackArgs& args, cuda::Stream stream = nullptr) const;
 
@@ -75,6 +82,39 @@ class AttentionKernels {
   std::optional<C128FullStoreGate> c128_full_;
   std::optional<DcpPackGate> dcp_pack_;
 };
+
+template <class Visitor>
+void AttentionKernels::route_compressor(const CompressorCall& call, Visitor&& visit) const {
+  if (call.compress_ratio == kCsaCompressRatio) {
+    if (call.c4.positions.desc.ndim == 1 && call.c4.positions.desc.size(0) == 0) return;
+    C4StoreArgs args = call.c4;
+    args.compress_ratio = call.compress_ratio;
+    if (c4_ds_mla_) {
+      visit(C4StoreKernel::instance(), args);
+    } else if (c4_full_) {
+      visit(C4StoreFullKernel::instance(), args);
+    } else {
+      throw Error("dsv4: this configuration has no C4 compressor");
+    }
+  } else if (call.compress_ratio == kHcaCompressRatio) {
+    if (!c128_compress_) throw Error("dsv4: this configuration has no C128 compressor");
+    if (call.c128_compress.positions.desc.ndim == 1 &&
+        call.c128_compress.positions.desc.size(0) == 0) {
+      return;
+    }
+    visit(C128CompressKernel::instance(), call.c128_compress);
+    if (c128_ds_mla_) {
+      visit(C128StoreKernel::instance(), call.c128_store);
+    } else if (c128_full_) {
+      visit(C128StoreFullKernel::instance(), call.c128_store);
+    } else {
+      throw Error("dsv4: this configuration has no C128 store");
+    }
+  } else {
+    throw Error("dsv4: no compressor for compress ratio " + std::to_string(call.compress_ratio) +
+                " (DSv4 layers use 4 or 128)");
+  }
+}
 
 // Every DSv4 kernel owner, for tools that list or reset them.
 std::vector<KernelBase*> all_kernels();
