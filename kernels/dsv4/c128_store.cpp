@@ -67,10 +67,11 @@ bool norm_dtype_ok(DType dtype) { return dtype == DType::bf16 || dtype == DType:
 }  // namespace
 
 C128StoreDescriptors C128StoreArgs::descriptors() const {
-  return {compressed_kv.desc, positions.desc,    slot_mapping.desc,
-          rms_norm_weight.desc, cos_sin_cache.desc, k_cache.desc,
-          kv_slot_mapping.desc,
-          fp8_scale ? std::optional<TensorDesc>(fp8_scale->desc) : std::nullopt};
+  return {
+      compressed_kv.desc,   positions.desc,
+      slot_mapping.desc,    rms_norm_weight.desc,
+      cos_sin_cache.desc,   k_cache.desc,
+      kv_slot_mapping.desc, fp8_scale ? std::optional<TensorDesc>(fp8_scale->desc) : std::nullopt};
 }
 
 // --- fp8_ds_mla --------------------------------------------------------------------------------
@@ -135,8 +136,9 @@ LaunchSpec<C128StoreKey> C128StoreKernel::plan(const C128StoreArgs& a) const {
   spec.key = dispatch(a.descriptors());
   if (spec.key.kv_block_stride % 16 != 0 ||
       spec.key.kv_block_stride < spec.key.kv_cache_block_size * 584) {
-    checks.fail("k_cache", "page stride must be a multiple of 16 bytes and hold B * 584 bytes, got " +
-                               to_string(cache));
+    checks.fail("k_cache",
+                "page stride must be a multiple of 16 bytes and hold B * 584 bytes, got " +
+                    to_string(cache));
   }
   params::C128StoreParams p{};
   fill_c128_common(p, a);
@@ -150,9 +152,8 @@ void C128StoreKernel::operator()(const C128StoreArgs& args, cuda::Stream stream)
   launch(plan(args), LaunchTarget{args.compressed_kv.desc.device.ordinal, stream}, &descriptors);
 }
 
-WarmupSpace<C128StoreDescriptors> C128StoreKernel::warmup_space(DType norm_weight_dtype,
-                                                                int kv_cache_block_size,
-                                                                std::int64_t page_stride_bytes) const {
+WarmupSpace<C128StoreDescriptors> C128StoreKernel::warmup_space(
+    DType norm_weight_dtype, int kv_cache_block_size, std::int64_t page_stride_bytes) const {
   const std::int64_t shape[] = {64, kv_cache_block_size, params::kDsMlaRowBytes};
   const std::int64_t strides[] = {page_stride_bytes, params::kDsMlaRowBytes, 1};
   return WarmupSpace<C128StoreDescriptors>(
@@ -201,22 +202,8 @@ Program C128StoreFullKernel::program(const C128StoreFullKey& key) const {
 
 LaunchSpec<C128StoreFullKey> C128StoreFullKernel::plan(const C128StoreArgs& a) const {
   check_c128_inputs(name(), a);
-  const ArgumentChecks checks(name());
   const TensorDesc& cache = a.k_cache.desc;
-  checks.tensor(cache, "k_cache", {DType::bf16, DType::e4m3}, 3);
-  checks.size(cache, "k_cache", 2, params::kCompressorHeadSize);
-  checks.innermost_contiguous(cache, "k_cache");
-  checks.aligned(cache, "k_cache", 16);
-  checks.stride_bytes_multiple(cache, "k_cache", 0, 16);
-  checks.stride_bytes_multiple(cache, "k_cache", 1, 16);
-  checks.same_device(cache, "k_cache", a.compressed_kv.desc);
-  const bool fp8 = cache.dtype == DType::e4m3;
-  if (fp8) {
-    if (!a.fp8_scale) checks.fail("fp8_scale", "is required for an e4m3 cache");
-    checks.tensor(a.fp8_scale->desc, "fp8_scale", {DType::f32}, 1);
-    checks.size(a.fp8_scale->desc, "fp8_scale", 0, 1);
-    checks.same_device(a.fp8_scale->desc, "fp8_scale", cache);
-  }
+  const bool fp8 = check_full_cache(name(), cache, a.fp8_scale, a.compressed_kv.desc);
   LaunchSpec<C128StoreFullKey> spec;
   spec.key = dispatch(a.descriptors());
   params::C128StoreFullParams p{};

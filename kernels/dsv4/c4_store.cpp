@@ -17,7 +17,8 @@ void check_norm_weight(std::string_view kernel, const TensorDesc& weight, const 
   checks.same_device(weight, "rms_norm_weight", first);
 }
 
-void check_cos_sin_f32(std::string_view kernel, const TensorDesc& cos_sin, const TensorDesc& first) {
+void check_cos_sin_f32(std::string_view kernel, const TensorDesc& cos_sin,
+                       const TensorDesc& first) {
   const ArgumentChecks checks(kernel);
   checks.tensor(cos_sin, "cos_sin_cache", {DType::f32}, 2);
   checks.size(cos_sin, "cos_sin_cache", 1, params::kCompressorRopeDim);
@@ -33,6 +34,26 @@ void check_index_vector(std::string_view kernel, const TensorDesc& t, std::strin
   checks.tensor(t, argument, {dtype}, 1);
   checks.contiguous(t, argument);
   checks.same_device(t, argument, first);
+}
+
+bool check_full_cache(std::string_view kernel, const TensorDesc& cache,
+                      const std::optional<TensorRef>& fp8_scale, const TensorDesc& first) {
+  const ArgumentChecks checks(kernel);
+  checks.tensor(cache, "k_cache", {DType::bf16, DType::e4m3}, 3);
+  checks.size(cache, "k_cache", 2, params::kCompressorHeadSize);
+  checks.innermost_contiguous(cache, "k_cache");
+  checks.aligned(cache, "k_cache", 16);
+  checks.stride_bytes_multiple(cache, "k_cache", 0, 16);
+  checks.stride_bytes_multiple(cache, "k_cache", 1, 16);
+  checks.same_device(cache, "k_cache", first);
+  const bool fp8 = cache.dtype == DType::e4m3;
+  if (fp8) {
+    if (!fp8_scale) checks.fail("fp8_scale", "is required for an e4m3 cache");
+    checks.tensor(fp8_scale->desc, "fp8_scale", {DType::f32}, 1);
+    checks.size(fp8_scale->desc, "fp8_scale", 0, 1);
+    checks.same_device(fp8_scale->desc, "fp8_scale", cache);
+  }
+  return fp8;
 }
 
 namespace {
@@ -111,16 +132,24 @@ C4StoreDescriptors c4_base(DType norm_weight_dtype, TensorDesc k_cache) {
 void reject_unless(bool ok, const std::string& kernel, const std::string& key_text,
                    const char* what) {
   if (!ok) {
-    throw InvalidArgument(kernel, "key", "no kernel for " + key_text + ": this family is built for " + what);
+    throw InvalidArgument(kernel, "key",
+                          "no kernel for " + key_text + ": this family is built for " + what);
   }
 }
 
 }  // namespace
 
 C4StoreDescriptors C4StoreArgs::descriptors() const {
-  return {compress_ratio,        state_cache.desc,    token_to_req.desc, positions.desc,
-          slot_mapping.desc,     block_table.desc,    rms_norm_weight.desc, cos_sin_cache.desc,
-          k_cache.desc,          kv_slot_mapping.desc,
+  return {compress_ratio,
+          state_cache.desc,
+          token_to_req.desc,
+          positions.desc,
+          slot_mapping.desc,
+          block_table.desc,
+          rms_norm_weight.desc,
+          cos_sin_cache.desc,
+          k_cache.desc,
+          kv_slot_mapping.desc,
           fp8_scale ? std::optional<TensorDesc>(fp8_scale->desc) : std::nullopt};
 }
 
@@ -147,9 +176,8 @@ C4StoreKey C4StoreKernel::dispatch(const C4StoreDescriptors& d) const {
 Program C4StoreKernel::program(const C4StoreKey& key) const {
   const std::string text = describe(key);
   reject_unless(key.compress_ratio == 4 && key.overlap && key.head_size == 512 &&
-                    key.state_width == 1024 && key.rope_head_dim == 64 &&
-                    key.quant_block == 64 && key.fp8_max == 448.0f &&
-                    key.token_stride == 576 && key.scale_dim == 8 &&
+                    key.state_width == 1024 && key.rope_head_dim == 64 && key.quant_block == 64 &&
+                    key.fp8_max == 448.0f && key.token_stride == 576 && key.scale_dim == 8 &&
                     (key.norm_weight_dtype == DType::bf16 || key.norm_weight_dtype == DType::f32),
                 name(), text,
                 "ratio 4 with overlap, head 512, state width 1024, rope 64, quant block 64, "
@@ -174,8 +202,9 @@ LaunchSpec<C4StoreKey> C4StoreKernel::plan(const C4StoreArgs& a) const {
   checks.aligned(cache, "k_cache", 16);
   checks.positive(cache.size(1), "k_cache.shape[1] (block size)");
   if (cache.size(0) > 1 && (cache.stride(0) % 16 != 0 || cache.stride(0) < cache.size(1) * 584)) {
-    checks.fail("k_cache", "page stride must be a multiple of 16 bytes and hold B * 584 bytes, got " +
-                               to_string(cache));
+    checks.fail("k_cache",
+                "page stride must be a multiple of 16 bytes and hold B * 584 bytes, got " +
+                    to_string(cache));
   }
   checks.same_device(cache, "k_cache", a.state_cache.desc);
   LaunchSpec<C4StoreKey> spec;
@@ -225,8 +254,8 @@ C4StoreFullKey C4StoreFullKernel::dispatch(const C4StoreDescriptors& d) const {
 Program C4StoreFullKernel::program(const C4StoreFullKey& key) const {
   const std::string text = describe(key);
   reject_unless(key.compress_ratio == 4 && key.overlap && key.head_size == 512 &&
-                    key.state_width == 1024 && key.rope_head_dim == 64 &&
-                    key.quant_block == 64 && key.fp8_max == 448.0f &&
+                    key.state_width == 1024 && key.rope_head_dim == 64 && key.quant_block == 64 &&
+                    key.fp8_max == 448.0f &&
                     (key.norm_weight_dtype == DType::bf16 || key.norm_weight_dtype == DType::f32),
                 name(), text,
                 "ratio 4 with overlap, head 512, state width 1024, rope 64, quant block 64, "
@@ -244,22 +273,8 @@ Program C4StoreFullKernel::program(const C4StoreFullKey& key) const {
 
 LaunchSpec<C4StoreFullKey> C4StoreFullKernel::plan(const C4StoreArgs& a) const {
   check_c4_inputs(name(), a);
-  const ArgumentChecks checks(name());
   const TensorDesc& cache = a.k_cache.desc;
-  checks.tensor(cache, "k_cache", {DType::bf16, DType::e4m3}, 3);
-  checks.size(cache, "k_cache", 2, params::kCompressorHeadSize);
-  checks.innermost_contiguous(cache, "k_cache");
-  checks.aligned(cache, "k_cache", 16);
-  checks.stride_bytes_multiple(cache, "k_cache", 0, 16);
-  checks.stride_bytes_multiple(cache, "k_cache", 1, 16);
-  checks.same_device(cache, "k_cache", a.state_cache.desc);
-  const bool fp8 = cache.dtype == DType::e4m3;
-  if (fp8) {
-    if (!a.fp8_scale) checks.fail("fp8_scale", "is required for an e4m3 cache");
-    checks.tensor(a.fp8_scale->desc, "fp8_scale", {DType::f32}, 1);
-    checks.size(a.fp8_scale->desc, "fp8_scale", 0, 1);
-    checks.same_device(a.fp8_scale->desc, "fp8_scale", cache);
-  }
+  const bool fp8 = check_full_cache(name(), cache, a.fp8_scale, a.state_cache.desc);
   LaunchSpec<C4StoreFullKey> spec;
   spec.key = dispatch(a.descriptors());
   params::C4StoreFullParams p{};

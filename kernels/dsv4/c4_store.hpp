@@ -65,16 +65,16 @@ struct C4StoreFullKey {
 
 // What both C4 kernels see at run time.
 struct C4StoreDescriptors {
-  int compress_ratio = 4;     // the layer's ratio
-  TensorDesc state_cache;     // f32 [n_blocks, Bs, 2 * state_width]
-  TensorDesc token_to_req;    // i32 [>= T]
-  TensorDesc positions;       // i64 [>= T]
-  TensorDesc slot_mapping;    // i64 [T]
-  TensorDesc block_table;     // i32 [reqs, blocks]
-  TensorDesc rms_norm_weight; // f32 | bf16 [512]
-  TensorDesc cos_sin_cache;   // f32 [max_pos, 64]
-  TensorDesc k_cache;         // u8 [N, B, 584] (ds_mla) | bf16 or e4m3 [N, B, 512] (full)
-  TensorDesc kv_slot_mapping; // i64 [>= T]
+  int compress_ratio = 4;               // the layer's ratio
+  TensorDesc state_cache;               // f32 [n_blocks, Bs, 2 * state_width]
+  TensorDesc token_to_req;              // i32 [>= T]
+  TensorDesc positions;                 // i64 [>= T]
+  TensorDesc slot_mapping;              // i64 [T]
+  TensorDesc block_table;               // i32 [reqs, blocks]
+  TensorDesc rms_norm_weight;           // f32 | bf16 [512]
+  TensorDesc cos_sin_cache;             // f32 [max_pos, 64]
+  TensorDesc k_cache;                   // u8 [N, B, 584] (ds_mla) | bf16 or e4m3 [N, B, 512] (full)
+  TensorDesc kv_slot_mapping;           // i64 [>= T]
   std::optional<TensorDesc> fp8_scale;  // f32 [1], e4m3 full cache only
 
   static constexpr auto fields() {
@@ -146,5 +146,9 @@ void check_norm_weight(std::string_view kernel, const TensorDesc& weight, const 
 void check_cos_sin_f32(std::string_view kernel, const TensorDesc& cos_sin, const TensorDesc& first);
 void check_index_vector(std::string_view kernel, const TensorDesc& t, std::string_view argument,
                         DType dtype, const TensorDesc& first);
+// A full-row cache (bf16 or e4m3 [N, B, 512]) and, for e4m3, its per-tensor scale. Returns
+// whether the cache is e4m3.
+bool check_full_cache(std::string_view kernel, const TensorDesc& cache,
+                      const std::optional<TensorRef>& fp8_scale, const TensorDesc& first);
 
 }  // namespace zerojit::dsv4
