@@ -6,11 +6,13 @@
 //   zerojit_bench_warmup --mode cold|disk|memory --jobs N [--manifest default|union]
 //                        [--cache-dir DIR] [--compile-only] [--arch sm_90a]
 // Prints one JSON object.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "dsv4/model.hpp"
 #include "zerojit/disk_cache.hpp"
@@ -54,6 +56,7 @@ int main(int argc, char** argv) {
   std::string mode = "cold", manifest_name = "default", cache_dir, arch = "sm_90a";
   int jobs = 0;
   bool compile_only = false;
+  bool per_key = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -63,9 +66,10 @@ int main(int argc, char** argv) {
     else if (arg == "--cache-dir") cache_dir = value();
     else if (arg == "--arch") arch = value();
     else if (arg == "--compile-only") compile_only = true;
+    else if (arg == "--per-key") per_key = true;
     else {
       std::fprintf(stderr, "usage: %s --mode cold|disk|memory --jobs N [--manifest default|union] "
-                   "[--cache-dir DIR] [--compile-only] [--arch ARCH]\n", argv[0]);
+                   "[--cache-dir DIR] [--compile-only] [--arch ARCH] [--per-key]\n", argv[0]);
       return 2;
     }
   }
@@ -119,5 +123,16 @@ int main(int argc, char** argv) {
       report.total_keys(), report.compiled(), report.from_disk(), report.from_memory(),
       report.failed(), report.devices.size(), wall, nvrtc_seconds, hash_seconds,
       nvrtc_loaded() ? "true" : "false");
+  if (per_key) {  // where the time goes, slowest first
+    std::vector<const KeyReport*> keys;
+    for (const auto& key : report.keys) keys.push_back(&key);
+    std::sort(keys.begin(), keys.end(), [](const KeyReport* a, const KeyReport* b) {
+      return a->compile_seconds > b->compile_seconds;
+    });
+    for (const KeyReport* key : keys) {
+      std::printf("  %8.3f s compile  %8.3f s total  %s %s\n", key->compile_seconds, key->seconds,
+                  key->kernel.c_str(), key->key.c_str());
+    }
+  }
   return report.ok() ? 0 : 3;
 }

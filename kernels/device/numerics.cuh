@@ -93,38 +93,104 @@ __device__ __forceinline__ float ue8m0_inverse_scale(u32 exponent) {
 }
 
 // 2^(E - 127) as a float (E in [1, 254]).
-__device__ __forceinline__ float ue8m0_scale(u32 exponent) { return __uint_as_float(exponent << 23); }
-
-// --- FP4 E2M1 ------------------------------------------------------------------------------
-
-// One float -> one e2m1 code (sign in bit 3), RNE on the code with the tie rules of the PTX
-// instruction cvt.rn.satfinite.e2m1x2.f32: |x| <= 0.25 -> 0, (0.25, 0.75) -> 0.5,
-// [0.75, 1.25] -> 1, (1.25, 1.75) -> 1.5, [1.75, 2.5] -> 2, (2.5, 3.5) -> 3, [3.5, 5] -> 4,
-// > 5 -> 6. The sign comes from the float's sign bit, so -0.0 and small negatives give 0x8.
-// Used on targets without the instruction (sm_90); bit-identical to it for finite inputs.
-__device__ __forceinline__ u32 e2m1_rn_sat_software(float x) {
-  // Each binade of the E2M1 grid is a uniform step (0.5 below 2, 1 below 4, 2 above), so
-  // scaling by the inverse step and adding 1.5 * 2^23 rounds onto the integer grid with the
-  // FPU's own round-half-to-even: the same ties as the hardware, in a few instructions.
-  const float a = fabsf(x);
-  const float inverse_step = a < 2.0f ? 2.0f : (a < 4.0f ? 1.0f : 0.5f);
-  const int base = a < 2.0f ? 0 : (a < 4.0f ? 2 : 4);
-  const int steps = __float_as_int(__fmaf_rn(a, inverse_step, 12582912.0f)) - 0x4B400000;
-  const int code = base + min(steps, 7 - base);  // saturates at 6 (code 7), infinities too
-  return static_cast<u32>(code) | ((__float_as_uint(x) >> 28) & 0x8u);
+__device__ __forceinline__ float ue8m0_scale(u32 exponent) {
+  return __uint_as_float(exponent << 23);
 }
 
-// Two floats -> one byte of e2m1 codes, `lo` in the low nibble.
-__device__ __forceinline__ u32 pack_e2m1x2_rn_sat(float lo, float hi) {
+// --- FP4 E2M1 ------------------------------------------------------------------------------
+//
+// MXFP4 quantizes bf16 values x of a 32-element block with scale exponent E to the codes of
+// cvt.rn.satfinite.e2m1x2.f32(x * 2^(127-E)): round half to even on the code, |x| <= 0.25 -> 0,
+// (0.25, 0.75) -> 0.5, [0.75, 1.25] -> 1, (1.25, 1.75) -> 1.5, [1.75, 2.5] -> 2, (2.5, 3.5) -> 3,
+// [3.5, 5] -> 4, > 5 -> 6; the sign bit (bit 3) is the input's, so -0.0 gives 0x8.
+// Blackwell-family targets (sm_100a, sm_100f, sm_120a, ...) have that instruction. Hopper does
+// not, and a per-element software rounding costs more ALU time than the kernel has per byte,
+// so there the codes come from packed bf16x2 arithmetic, two elements per instruction:
+//
+// With a = |x| * 2^(127-E) (at most 6 by the choice of E: a bf16 amax just above 6 * 2^k is
+// 1 % above it, far more than the rounding of amax * f32(1/6)), the E2M1 grid has step 1/2
+// below 2, 1 below 4 and 2 above. Two bf16 FMAs (exact product and sum, one rounding to
+// nearest even) round a onto such grids, because a bf16 step is 2^-7 of its binade:
+//   fine   = 64 + a: the steps of [64, 128) are 1/2, so fine = 64 + rint(2a)/2, whose bit
+//            pattern is 0x4280 + rint(2a): the code for a < 2;
+//   coarse = 252 + a: steps of 1 below 256 and 2 above, so coarse = 252 + rint(a) for a < 4
+//            and 252 + 2 rint(a/2) beyond, whose bit patterns are 0x437A + (2 + rint(a)) and
+//            0x437A + (4 + rint(a/2)): the code for a >= 2 (the wider step compresses the
+//            pattern exactly as the E2M1 binade does).
+// The code is the smaller of the two (each overshoots outside its range), and each rint is
+// half-to-even on the code's own parity, so the ties agree with the instruction. Two FMAs, a
+// subtraction, a minimum and the sign for two elements, bit-identical to the instruction on
+// every finite input (tests/unit/test_dsv4_e2m1_identity.cpp checks every bf16 x and every E).
+
+// The multiplier of one MXFP4 block with scale exponent E (1 <= E <= 253), as f32 for the
+// instruction and as bf16x2 for the FMAs (2^(127-E) is a normal bf16 for every such E).
+struct E2m1BlockScale {
+  float inverse;   // 2^(127-E)
+  u32 inverse_x2;  // bf16x2 {2^(127-E), 2^(127-E)}
+};
+
+__device__ __forceinline__ E2m1BlockScale e2m1_block_scale(u32 exponent) {
+  E2m1BlockScale s;
+  s.inverse = __uint_as_float((254u - exponent) << 23);
+  s.inverse_x2 = ((254u - exponent) << 7) * 0x00010001u;
+  return s;
+}
+
+__device__ __forceinline__ u32 fma_bf16x2_rn(u32 a, u32 b, u32 c) {
+  u32 d;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+
+__device__ __forceinline__ u32 min_bf16x2(u32 a, u32 b) {
+  u32 d;
+  asm("min.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
+__device__ __forceinline__ u32 byte_perm(u32 a, u32 b, u32 selector) {
+  u32 d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(selector));
+  return d;
+}
+
+// One packed bf16 pair -> its two codes, element 0 in bits 0-3 and element 1 in bits 16-19
+// (the rest zero). The Hopper path described above; needs |x| * 2^(127-E) <= 6.
+__device__ __forceinline__ u32 e2m1x2_codes_from_bf16x2(u32 pair, const E2m1BlockScale& s) {
+  constexpr u32 kFineBase = 0x42804280u;      // bf16x2 {64, 64}
+  constexpr u32 kCoarseBase = 0x437C437Cu;    // bf16x2 {252, 252}
+  constexpr u32 kCoarseToFine = 0x00FA00FAu;  // 0x437A + code -> 0x4280 + code
+  const u32 magnitude = pair & 0x7FFF7FFFu;
+  const u32 fine = fma_bf16x2_rn(magnitude, s.inverse_x2, kFineBase);
+  const u32 coarse = fma_bf16x2_rn(magnitude, s.inverse_x2, kCoarseBase);
+  // Both are 0x4280 + code now (positive bf16), so the low 3 bits of the minimum are the code.
+  const u32 nearest = min_bf16x2(fine, coarse - kCoarseToFine);
+  return (nearest & 0x00070007u) | ((pair >> 12) & 0x00080008u);
+}
+
+// Four packed bf16 pairs (elements 0..7, element 2k in the low half of pairs[k]) times the
+// block's 2^(127-E) -> eight e2m1 codes in one word, element i in bits [4i, 4i + 4).
+__device__ __forceinline__ u32 pack_e2m1x8_scaled(const u32 (&pairs)[4], const E2m1BlockScale& s) {
 #if defined(__CUDA_ARCH_FAMILY_SPECIFIC__) && __CUDA_ARCH_FAMILY_SPECIFIC__ >= 1000
-  // Blackwell-family targets (sm_100a, sm_100f, sm_120a, ...) have the instruction.
-  u32 packed;
-  asm("{ .reg .b8 byte; cvt.rn.satfinite.e2m1x2.f32 byte, %1, %2; cvt.u32.u8 %0, byte; }"
-      : "=r"(packed)
-      : "f"(hi), "f"(lo));
-  return packed;
+  u32 word = 0u;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    u32 byte;
+    asm("{ .reg .b8 b; cvt.rn.satfinite.e2m1x2.f32 b, %1, %2; cvt.u32.u8 %0, b; }"
+        : "=r"(byte)
+        : "f"(bf16x2_high(pairs[k]) * s.inverse), "f"(bf16x2_low(pairs[k]) * s.inverse));
+    word |= byte << (8 * k);
+  }
+  return word;
 #else
-  return e2m1_rn_sat_software(lo) | (e2m1_rn_sat_software(hi) << 4);
+  u32 bytes[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const u32 codes = e2m1x2_codes_from_bf16x2(pairs[k], s);
+    bytes[k] = codes | (codes >> 12);  // byte 0 = element 2k | element 2k+1 << 4
+  }
+  return byte_perm(byte_perm(bytes[0], bytes[1], 0x0040u), byte_perm(bytes[2], bytes[3], 0x0040u),
+                   0x5410u);
 #endif
 }
 
@@ -151,7 +217,8 @@ struct RotatedPair {
   float odd;
 };
 
-__device__ __forceinline__ RotatedPair rope_rotate(float even, float odd, float cos_v, float sin_v) {
+__device__ __forceinline__ RotatedPair rope_rotate(float even, float odd, float cos_v,
+                                                   float sin_v) {
   RotatedPair r;
   r.even = __fmaf_rn(even, cos_v, -__fmul_rn(odd, sin_v));
   r.odd = __fmaf_rn(even, sin_v, __fmul_rn(odd, cos_v));

@@ -5,8 +5,8 @@
 //   StoreFullFp8  false: bf16 rows; true: e4m3 rows scaled by 1 / fp8_scale[0].
 //   NormWeightT   element type of rms_norm_weight: `float` or `zj::bf16_t`.
 // Launch: grid = c128_store_grid(num_tokens) CTAs (any positive grid is correct), block =
-//   kC128StoreThreads (256), no dynamic shared memory. Token chunks as in c128_store.cu; thread
-//   i owns dims 2i, 2i+1; warp 7 rotates the RoPE tail (pair j = lane).
+//   kC128StoreThreads (256), no dynamic shared memory. One warp per row as in c128_store.cu:
+//   lane l owns dims [16 l, 16 l + 16); lanes 28..31 rotate the RoPE tail.
 // Writes, for each active token only, the row at
 //   vbase = (kv_slot / B) * kv_block_stride_bytes + (kv_slot % B) * kv_row_stride_bytes:
 //   bf16: [vbase, vbase + 1024) = bf16_rn(y) / bf16_rn(rotated y), LE pairs;
@@ -22,59 +22,38 @@
 namespace zj::dsv4 {
 
 template <bool StoreFullFp8, typename NormWeightT>
-__global__ void __launch_bounds__(kC128StoreThreads)
+__global__ void __launch_bounds__(kC128StoreThreads, kC128StoreMinBlocksPerSm)
     c128_store_full_kernel(const __grid_constant__ C128StoreFullParams params) {
   using namespace compressor;
   if (params.kv_cache_block_size <= 0) return;  // uniform over the grid: nothing to address
-  const int tid = threadIdx.x;
-  const int lane = tid & 31;
-  const bool is_rope = (tid >> 5) == kCompressorNopeDim / kCompressorQuantBlock;
+  const int lane = threadIdx.x & 31;
 
-  __shared__ ActiveToken active_tokens[kTokensPerRound];
-  const TokenRange range = chunk_tokens(params.num_tokens, blockIdx.x, gridDim.x);
-  for (long long first = range.begin; first < range.end; first += kTokensPerRound) {
-    const int active_count = collect_active_tokens(
-        first, range.end,
-        [&](long long token, ActiveToken& record) {
-          return c128_store_examine_token(params, token, record);
-        },
-        active_tokens);
-    if (active_count == 0) continue;
-    const Float2 weight = load_norm_weights2<NormWeightT>(params.rms_norm_weight, 2 * tid);
-    float multiplier = 1.0f;
-    if (StoreFullFp8) multiplier = __fdiv_rn(1.0f, params.fp8_scale[0]);
-
-    for (int index = 0; index < active_count; ++index) {
-      const ActiveToken token = active_tokens[index];
-      const Float2 x =
-          load_float2(params.compressed_kv + token.token * kCompressorHeadSize + 2 * tid);
-      float cos_v = 0.0f;
-      float sin_v = 0.0f;
-      if (is_rope) {
-        const long long rope_position = (token.position / kC128Ratio) * kC128Ratio;
-        const float* cs = params.cos_sin_cache + rope_position * params.cos_sin_stride;
-        cos_v = cs[lane];
-        sin_v = cs[kCompressorRopeDim / 2 + lane];
+  for_each_c128_row<NormWeightT>(params, [&](const ActiveToken& token, const C128Lane& y) {
+    unsigned char* row = full_row(params.k_cache, token.kv_slot, params.kv_cache_block_size,
+                                  params.kv_block_stride_bytes, params.kv_row_stride_bytes);
+    if (StoreFullFp8) {
+      const float multiplier = __fdiv_rn(1.0f, params.fp8_scale[0]);  // read only with work
+      u32 words[kC128DimsPerLane / 4];
+#pragma unroll
+      for (int k = 0; k < kC128DimsPerLane / 4; ++k) {
+        words[k] =
+            quantize_e4m3x2(round_to_bf16(y.v[4 * k]), round_to_bf16(y.v[4 * k + 1]), multiplier) |
+            (quantize_e4m3x2(round_to_bf16(y.v[4 * k + 2]), round_to_bf16(y.v[4 * k + 3]),
+                             multiplier)
+             << 16);
       }
-
-      Float2 y = c128_rms_norm(x, weight, params.eps);
-      if (is_rope) {
-        const RotatedPair r = rope_rotate(y.x, y.y, cos_v, sin_v);
-        y.x = r.even;
-        y.y = r.odd;
+      store_u32x4(row + lane * kC128DimsPerLane, words[0], words[1], words[2], words[3]);
+    } else {
+      u32 pairs[kC128DimsPerLane / 2];
+#pragma unroll
+      for (int k = 0; k < kC128DimsPerLane / 2; ++k) {
+        pairs[k] = pack_bf16x2_rn(y.v[2 * k], y.v[2 * k + 1]);
       }
-
-      unsigned char* row = full_row(params.k_cache, token.kv_slot, params.kv_cache_block_size,
-                                    params.kv_block_stride_bytes, params.kv_row_stride_bytes);
-      if (StoreFullFp8) {
-        const u32 codes = quantize_e4m3x2(round_to_bf16(y.x), round_to_bf16(y.y), multiplier);
-        store_u16(row + 2 * tid, static_cast<u16>(codes));
-      } else {
-        store_u32(row + 4 * tid, pack_bf16x2_rn(y.x, y.y));
-      }
-      if (index + 1 < active_count) __syncthreads();  // the next token reuses the partials
+      unsigned char* out = row + 2 * lane * kC128DimsPerLane;
+      store_u32x4(out, pairs[0], pairs[1], pairs[2], pairs[3]);
+      store_u32x4(out + 16, pairs[4], pairs[5], pairs[6], pairs[7]);
     }
-  }
+  });
 }
 
 }  // namespace zj::dsv4

@@ -369,7 +369,7 @@ __device__ __forceinline__ void c4_pool_and_norm(const Params& params, const Act
   for (int e = 0; e < 8; ++e) y[e] = __fmul_rn(__fmul_rn(x[e], rrms), weight[e]);
 }
 
-// --- C128 stores: RMSNorm of one compressed row (shared by c128_store*.cu) -----------------
+// --- C128 stores: one compressed row per warp (shared by c128_store*.cu) -------------------
 
 template <typename Params>
 __device__ __forceinline__ bool c128_store_examine_token(const Params& params, long long token,
@@ -388,27 +388,141 @@ __device__ __forceinline__ bool c128_store_examine_token(const Params& params, l
   return true;
 }
 
-// Thread i holds x = compressed_kv[token, 2i .. 2i+1]; returns y for its two dims. The sum of
-// squares is a warp butterfly, per-warp partials in shared memory, then a width-8 butterfly
-// over partials[lane % 8] (identical bits in every lane). Called by all 256 threads; a caller
-// that calls it again must put a barrier in between (the partials are reused).
-__device__ __forceinline__ Float2 c128_rms_norm(Float2 x, Float2 weight, float eps) {
-  __shared__ float warp_partial[kC128StoreThreads / 32];
-  const int lane = threadIdx.x & 31;
-  float sum_squares = __fmaf_rn(x.y, x.y, __fmul_rn(x.x, x.x));
-  sum_squares = warp_sum(sum_squares);
-  if (lane == 0) warp_partial[threadIdx.x >> 5] = sum_squares;
-  __syncthreads();
-  float total = warp_partial[lane & 7];
+// One compressed row per warp: lane l owns dims [16 l, 16 l + 16), so lanes 0..27 hold the 7
+// quant blocks of the nope part (4 lanes a block) and lanes 28..31 the RoPE tail.
+constexpr int kC128DimsPerLane = kCompressorHeadSize / 32;                         // 16
+constexpr int kC128FirstRopeLane = kCompressorNopeDim / kC128DimsPerLane;          // 28
+constexpr int kC128LanesPerQuantBlock = kCompressorQuantBlock / kC128DimsPerLane;  // 4
+// Active rows a warp loads before it processes them: the loads of both are in flight at once,
+// which is what keeps the memory busy when every token is a boundary (each warp then owns up
+// to 32 rows in turn).
+constexpr int kC128RowsInFlight = 2;
+
+struct C128Lane {
+  float v[kC128DimsPerLane];
+};
+
+// The lane's 16 floats of compressed_kv row `token` (read once per launch: streamed past L1).
+__device__ __forceinline__ void load_c128_lane(const float* compressed_kv, long long token,
+                                               int lane, C128Lane& x) {
+  const float* base = compressed_kv + token * kCompressorHeadSize + lane * kC128DimsPerLane;
 #pragma unroll
-  for (int offset = 1; offset < 8; offset <<= 1) {
-    total += __shfl_xor_sync(kFullMask, total, offset);
+  for (int q = 0; q < kC128DimsPerLane / 4; ++q) {
+    const Float4 f = load_streaming_float4(base + 4 * q);
+    x.v[4 * q] = f.x, x.v[4 * q + 1] = f.y, x.v[4 * q + 2] = f.z, x.v[4 * q + 3] = f.w;
   }
-  const float rrms = rsqrt_approx(__fadd_rn(__fmul_rn(total, 1.0f / kCompressorHeadSize), eps));
-  Float2 y;
-  y.x = __fmul_rn(__fmul_rn(x.x, rrms), weight.x);
-  y.y = __fmul_rn(__fmul_rn(x.y, rrms), weight.y);
-  return y;
+}
+
+// y = (x * rrms) * weight with rrms = rsqrt(mean(x^2) + eps); the sum of squares is the lane's
+// 16 in order, then a warp butterfly (identical bits in every lane). The weights are loaded
+// here, after the row (L1-resident after the first row): holding them across the loop would
+// cost 16 registers a thread, i.e. resident warps.
+template <typename NormWeightT>
+__device__ __forceinline__ void c128_rms_norm(C128Lane& x, const void* weights, int lane,
+                                              float eps) {
+  float sum_squares = 0.0f;
+#pragma unroll
+  for (int e = 0; e < kC128DimsPerLane; ++e) sum_squares = __fmaf_rn(x.v[e], x.v[e], sum_squares);
+  float weight_lo[8], weight_hi[8];
+  load_norm_weights8<NormWeightT>(weights, lane * kC128DimsPerLane, weight_lo);
+  load_norm_weights8<NormWeightT>(weights, lane * kC128DimsPerLane + 8, weight_hi);
+  sum_squares = warp_sum(sum_squares);
+  const float rrms =
+      rsqrt_approx(__fadd_rn(__fmul_rn(sum_squares, 1.0f / kCompressorHeadSize), eps));
+#pragma unroll
+  for (int e = 0; e < kC128DimsPerLane; ++e) {
+    x.v[e] = __fmul_rn(__fmul_rn(x.v[e], rrms), e < 8 ? weight_lo[e] : weight_hi[e - 8]);
+  }
+}
+
+// GPT-J RoPE of a tail lane's 8 pairs: pair j = 8 (lane - 28) + k of the row at cpos.
+__device__ __forceinline__ void c128_rotate_tail(C128Lane& y, const float* cos_sin_row, int lane) {
+  const int first_pair = (lane - kC128FirstRopeLane) * (kC128DimsPerLane / 2);
+#pragma unroll
+  for (int k = 0; k < kC128DimsPerLane / 2; ++k) {
+    const float cos_v = cos_sin_row[first_pair + k];
+    const float sin_v = cos_sin_row[kCompressorRopeDim / 2 + first_pair + k];
+    const RotatedPair r = rope_rotate(y.v[2 * k], y.v[2 * k + 1], cos_v, sin_v);
+    y.v[2 * k] = r.even;
+    y.v[2 * k + 1] = r.odd;
+  }
+}
+
+// The cos/sin row of a boundary token: cpos = p - 127 (= (p / 128) * 128).
+template <typename Params>
+__device__ __forceinline__ const float* c128_cos_sin_row(const Params& params,
+                                                         const ActiveToken& token) {
+  return params.cos_sin_cache + (token.position - (kC128Ratio - 1)) * params.cos_sin_stride;
+}
+
+// Starts fetching a tail lane's cos and sin values into L1 while the row loads are in flight, so
+// that the rotation after the norm does not wait a second memory latency. No registers held.
+__device__ __forceinline__ void prefetch_c128_cos_sin(const float* cos_sin_row, int lane) {
+  const float* cos_v = cos_sin_row + (lane - kC128FirstRopeLane) * (kC128DimsPerLane / 2);
+  asm volatile("prefetch.global.L1 [%0];" ::"l"(cos_v));
+  asm volatile("prefetch.global.L1 [%0];" ::"l"(cos_v + kCompressorRopeDim / 2));
+}
+
+// Fetches field values of lane `source`'s ActiveToken (warp-uniform source).
+__device__ __forceinline__ ActiveToken shuffle_active_token(const ActiveToken& record, int source) {
+  ActiveToken t;
+  t.token = __shfl_sync(kFullMask, record.token, source);
+  t.position = __shfl_sync(kFullMask, record.position, source);
+  t.kv_slot = __shfl_sync(kFullMask, record.kv_slot, source);
+  t.request = 0;
+  return t;
+}
+
+// The driver of both C128 stores. Every warp of the grid owns a contiguous range of tokens
+// (chunk_tokens over gridDim.x * warps chunks, so any positive grid covers every token once);
+// it examines them 32 at a time, one per lane (one coalesced read of their metadata), and
+// takes the active ones kC128RowsInFlight at a time: load their rows, RMSNorm, rotate the
+// tail, then `store(token, y)` with y the lane's 16 values. No barriers: warps never wait for
+// each other, so a sparse batch costs one metadata latency per warp and a dense one streams.
+template <typename NormWeightT, typename Params, typename Store>
+__device__ __forceinline__ void for_each_c128_row(const Params& params, Store store) {
+  const int lane = threadIdx.x & 31;
+  const int warps_per_cta = blockDim.x >> 5;
+  const long long warp_index =
+      static_cast<long long>(blockIdx.x) * warps_per_cta + (threadIdx.x >> 5);
+  const TokenRange range = chunk_tokens(params.num_tokens, warp_index,
+                                        static_cast<long long>(gridDim.x) * warps_per_cta);
+
+  for (long long first = range.begin; first < range.end; first += 32) {
+    ActiveToken record = {};
+    const long long token = first + lane;
+    const bool active = token < range.end && c128_store_examine_token(params, token, record);
+    unsigned pending = __ballot_sync(kFullMask, active);
+    if (pending == 0u) continue;
+    while (pending != 0u) {
+      ActiveToken rows[kC128RowsInFlight];
+      C128Lane y[kC128RowsInFlight];
+      int count = 0;
+#pragma unroll
+      for (int r = 0; r < kC128RowsInFlight; ++r) {
+        if (pending != 0u) {
+          const int source = __ffs(pending) - 1;
+          pending &= pending - 1u;
+          rows[r] = shuffle_active_token(record, source);
+          load_c128_lane(params.compressed_kv, rows[r].token, lane, y[r]);
+          if (lane >= kC128FirstRopeLane) {
+            prefetch_c128_cos_sin(c128_cos_sin_row(params, rows[r]), lane);
+          }
+          count = r + 1;
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < kC128RowsInFlight; ++r) {
+        if (r < count) {
+          c128_rms_norm<NormWeightT>(y[r], params.rms_norm_weight, lane, params.eps);
+          if (lane >= kC128FirstRopeLane) {
+            c128_rotate_tail(y[r], c128_cos_sin_row(params, rows[r]), lane);
+          }
+          store(rows[r], y[r]);
+        }
+      }
+    }
+  }
 }
 
 }  // namespace zj::dsv4::compressor

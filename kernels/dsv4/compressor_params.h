@@ -49,7 +49,10 @@ constexpr int kC128StateBlockSize = 8;     // the C128 compress kernel requires 
 constexpr int kC128CompressThreads = 256;  // 8 warps, 16 rows each
 constexpr int kC128CompressColumns = 64;   // columns of the head one CTA pools
 constexpr int kC128CompressColumnTiles = kCompressorHeadSize / kC128CompressColumns;  // 8
-constexpr int kC128StoreThreads = 256;  // C128 stores: thread i owns dims 2i, 2i+1
+constexpr int kC128StoreThreads = 256;  // C128 stores: 8 warps, one row per warp at a time
+// Resident CTAs asked of ptxas (85 registers a thread): sparse batches are latency-bound, so
+// more resident warps scanning means fewer waves.
+constexpr int kC128StoreMinBlocksPerSm = 3;
 
 // --- Launch geometry: token chunks --------------------------------------------------------------
 //
@@ -66,9 +69,14 @@ constexpr int kC128StoreThreads = 256;  // C128 stores: thread i owns dims 2i, 2
 // The kernels derive K from gridDim, so ANY positive grid is correct (one CTA per token is the
 // spec's geometry); the helpers below pick the grid. Small batches (decode) keep one token per
 // CTA: there, the serial processing of several active tokens in one CTA costs more latency
-// than the few inactive CTAs. Larger batches take K = num_tokens / 2048 up to 8 (C4),
-// num_tokens / 256 up to 32 (C128 compress) and num_tokens / 1024 up to 32 (C128 stores), which
-// keeps about 2048 CTAs or more (1024 for the stores). Returns 0 for 0 tokens: do not launch.
+// than the few inactive CTAs. Larger batches take K = num_tokens / 2048 up to 8 (C4) and
+// num_tokens / 256 up to 32 (C128 compress), which keeps about 2048 CTAs or more.
+//
+// The C128 stores chunk per warp instead (kC128StoreThreads / 32 chunks a CTA, one row per
+// warp, no barriers): K = num_tokens / 2048 tokens a warp, from 1 up to 32 (one examine round).
+// Sparse batches then cost one metadata latency per warp and few waves (262144 tokens: 1024
+// CTAs), and a batch where every token is a boundary still has >= 2048 warps streaming rows.
+// Returns 0 for 0 tokens: do not launch.
 constexpr long long compressor_tokens_per_cta(long long num_tokens, long long tokens_per_step,
                                               long long max_tokens_per_cta) {
   const long long k = num_tokens / tokens_per_step;
@@ -83,8 +91,9 @@ constexpr long long c128_compress_grid(long long num_tokens) {
   return (num_tokens + k - 1) / k * kC128CompressColumnTiles;
 }
 constexpr long long c128_store_grid(long long num_tokens) {
-  const long long k = compressor_tokens_per_cta(num_tokens, 1024, 32);
-  return (num_tokens + k - 1) / k;
+  const long long tokens_per_cta =
+      compressor_tokens_per_cta(num_tokens, 2048, 32) * (kC128StoreThreads / 32);
+  return (num_tokens + tokens_per_cta - 1) / tokens_per_cta;
 }
 
 // --- C4: compress (8 overlapping rows) + RMSNorm + RoPE + fp8_ds_mla store (spec 3) ----------

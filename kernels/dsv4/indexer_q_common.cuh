@@ -162,22 +162,21 @@ __device__ __forceinline__ void rotate_slice(u32 (&words)[8], const float (&cos_
   }
 }
 
-__device__ __forceinline__ u32 max_bf16x2(u32 a, u32 b) {
+// Per lane max(|a|, |b|), with the sign bit the XOR of the inputs' (cleared by the caller).
+__device__ __forceinline__ u32 max_abs_bf16x2(u32 a, u32 b) {
   u32 result;
-  asm("max.bf16x2 %0, %1, %2;" : "=r"(result) : "r"(a), "r"(b));
+  asm("max.xorsign.abs.bf16x2 %0, %1, %2;" : "=r"(result) : "r"(a), "r"(b));
   return result;
 }
 
-// max |x| over `Count` consecutive packed words starting at word `First` (abs on bf16 is
-// clearing the sign bits; the max is exact since the inputs are bf16 already).
+// max |x| over `Count` consecutive packed words starting at word `First` (exact: the inputs are
+// bf16 already).
 template <int First, int Count>
 __device__ __forceinline__ float abs_max(const u32 (&words)[8]) {
-  constexpr u32 kMagnitudeMask = 0x7FFF7FFFu;
-  u32 packed = words[First] & kMagnitudeMask;
+  u32 packed = words[First];
 #pragma unroll
-  for (int k = First + 1; k < First + Count; ++k) {
-    packed = max_bf16x2(packed, words[k] & kMagnitudeMask);
-  }
+  for (int k = First + 1; k < First + Count; ++k) packed = max_abs_bf16x2(packed, words[k]);
+  packed &= 0x7FFF7FFFu;
   return fmaxf(bf16x2_low(packed), bf16x2_high(packed));
 }
 

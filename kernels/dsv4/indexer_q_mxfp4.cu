@@ -20,8 +20,9 @@
 //
 // Per 32-element block m: RoPE in f32 (pinned FMA form), rounded to bf16; amax_m over the
 // bf16 values; E_m = ceil_pow2_bits(max(amax_m, 6 * 2^-126) * f32(1/6)); codes
-// e2m1_rn_sat(x * 2^(127-E_m)) (hardware conversion on the sm_100 family, a bit-identical
-// software one elsewhere); weights_out = f32(w) * scale, without any q-scale fold.
+// e2m1_rn_sat(x * 2^(127-E_m)) (the hardware conversion on the sm_100 family, bit-identical
+// packed bf16x2 arithmetic elsewhere: see device/numerics.cuh); weights_out = f32(w) * scale,
+// without any q-scale fold.
 #include "dsv4/indexer_q_common.cuh"
 
 namespace zj::dsv4 {
@@ -57,14 +58,10 @@ __global__ void __launch_bounds__(kIndexerQThreadsPerBlock)
         indexer_q_detail::group_max<kLanesPerBlock>(indexer_q_detail::abs_max<0, 8>(words[c]));
     const u32 exponent =
         ue8m0_ceil_pow2_bits(fmaxf(amax, kIndexerQMxFp4MinAmax) * (1.0f / kIndexerQMxFp4Max));
-    const float inverse_scale = ue8m0_inverse_scale(exponent);
-    u32 packed[2] = {0u, 0u};
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      const u32 byte = pack_e2m1x2_rn_sat(bf16x2_low(words[c][k]) * inverse_scale,
-                                          bf16x2_high(words[c][k]) * inverse_scale);
-      packed[k / 4] |= byte << (8 * (k % 4));
-    }
+    const E2m1BlockScale scale = e2m1_block_scale(exponent);
+    const u32 packed[2] = {
+        pack_e2m1x8_scaled({words[c][0], words[c][1], words[c][2], words[c][3]}, scale),
+        pack_e2m1x8_scaled({words[c][4], words[c][5], words[c][6], words[c][7]}, scale)};
     if (at.active) {
       const long long row = at.first_row + c;
       indexer_q_detail::store_8b(

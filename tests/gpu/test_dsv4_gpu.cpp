@@ -1278,6 +1278,19 @@ std::vector<C128StoreCase> c128_store_cases() {
   cases.push_back({.name = "16384 tokens, B=2, page stride 1728",
                    .requests = {R{0, 8192}, R{128, 8192}},
                    .seed = 65});
+  // Every token a boundary: each warp then stores up to 32 rows, two in flight at a time.
+  std::vector<R> boundaries;
+  for (std::int64_t i = 0; i < 2500; ++i) boundaries.push_back(R{128 * (i + 1) - 1, 1});
+  cases.push_back({.name = "2500 tokens, every one a boundary, B=2, page stride 1728",
+                   .requests = boundaries,
+                   .seed = 70});
+  boundaries.resize(777);
+  cases.push_back({.name = "777 tokens, every one a boundary, full e4m3, B=64",
+                   .requests = boundaries,
+                   .cache = CacheKind::full_e4m3,
+                   .kv_block_size = 64,
+                   .drop = 0.0,
+                   .seed = 71});
   cases.push_back({.name = "one token at position 255, B=2",
                    .requests = {R{255, 1}},
                    .cache = CacheKind::full_bf16,
