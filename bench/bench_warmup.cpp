@@ -57,6 +57,7 @@ int main(int argc, char** argv) {
   int jobs = 0;
   bool compile_only = false;
   bool per_key = false;
+  bool processes = false;  // compile in forked worker processes (WarmupOptions::compile_processes)
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -67,9 +68,10 @@ int main(int argc, char** argv) {
     else if (arg == "--arch") arch = value();
     else if (arg == "--compile-only") compile_only = true;
     else if (arg == "--per-key") per_key = true;
+    else if (arg == "--processes") processes = true;
     else {
       std::fprintf(stderr, "usage: %s --mode cold|disk|memory --jobs N [--manifest default|union] "
-                   "[--cache-dir DIR] [--compile-only] [--arch ARCH] [--per-key]\n", argv[0]);
+                   "[--cache-dir DIR] [--compile-only] [--arch ARCH] [--per-key] [--processes]\n", argv[0]);
       return 2;
     }
   }
@@ -90,6 +92,7 @@ int main(int argc, char** argv) {
   options.jobs = jobs;
   options.arch = arch;
   options.compile_only = compile_only;
+  options.compile_processes = processes;
   options.progress = ProgressStyle::none;
   options.arm_monitor = false;
   if (mode == "memory") registry.warmup(options);  // fill the in-memory tier first
@@ -118,11 +121,12 @@ int main(int argc, char** argv) {
   std::printf(
       "{\"mode\":\"%s\",\"manifest\":\"%s\",\"jobs\":%d,\"keys\":%d,\"compiled\":%d,"
       "\"from_disk\":%d,\"from_memory\":%d,\"failed\":%d,\"devices\":%zu,\"wall_seconds\":%.6f,"
-      "\"nvrtc_seconds_sum\":%.6f,\"identity_hash_seconds\":%.6f,\"nvrtc_loaded\":%s}\n",
+      "\"nvrtc_seconds_sum\":%.6f,\"identity_hash_seconds\":%.6f,\"nvrtc_loaded\":%s,"
+      "\"compile_workers\":%d}\n",
       mode.c_str(), manifest_name.c_str(), jobs <= 0 ? default_job_count() : jobs,
       report.total_keys(), report.compiled(), report.from_disk(), report.from_memory(),
       report.failed(), report.devices.size(), wall, nvrtc_seconds, hash_seconds,
-      nvrtc_loaded() ? "true" : "false");
+      nvrtc_loaded() ? "true" : "false", report.compile_workers);
   if (per_key) {  // where the time goes, slowest first
     std::vector<const KeyReport*> keys;
     for (const auto& key : report.keys) keys.push_back(&key);

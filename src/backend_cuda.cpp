@@ -52,15 +52,15 @@ class CudaBackend final : public Backend {
     args.fill_pointers(pointers);
     const cuda::DriverApi& api = cuda::driver();
     if (geometry.shared_bytes > 48 * 1024) {
-      cuda::check(api.cuFuncSetAttribute(function.function,
-                                         cuda::kFuncAttributeMaxDynamicSharedSizeBytes,
-                                         static_cast<int>(geometry.shared_bytes)),
-                  "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+      cuda::check(
+          api.cuFuncSetAttribute(function.function, cuda::kFuncAttributeMaxDynamicSharedSizeBytes,
+                                 static_cast<int>(geometry.shared_bytes)),
+          "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
     }
-    const cuda::Result result = api.cuLaunchKernel(
-        function.function, geometry.grid.x, geometry.grid.y, geometry.grid.z, geometry.block.x,
-        geometry.block.y, geometry.block.z, geometry.shared_bytes, stream, pointers.data(),
-        nullptr);
+    const cuda::Result result =
+        api.cuLaunchKernel(function.function, geometry.grid.x, geometry.grid.y, geometry.grid.z,
+                           geometry.block.x, geometry.block.y, geometry.block.z,
+                           geometry.shared_bytes, stream, pointers.data(), nullptr);
     if (result != cuda::kSuccess) cuda::check(result, "cuLaunchKernel");
   }
 };

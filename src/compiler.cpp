@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <mutex>
 
+#include "zerojit/compile_pool.hpp"
 #include "zerojit/error.hpp"
 
 namespace zerojit {
@@ -169,9 +170,12 @@ std::string program_log(NvrtcProgram program) {
 
 std::string_view to_string(ArtifactOrigin origin) {
   switch (origin) {
-    case ArtifactOrigin::memory: return "memory";
-    case ArtifactOrigin::disk: return "disk";
-    case ArtifactOrigin::compiled: return "compiled";
+    case ArtifactOrigin::memory:
+      return "memory";
+    case ArtifactOrigin::disk:
+      return "disk";
+    case ArtifactOrigin::compiled:
+      return "compiled";
   }
   return "?";
 }
@@ -238,76 +242,102 @@ void validate_arch(std::string_view arch) {
   }
 }
 
-CompiledArtifact compile_program(const Program& program, std::string_view arch,
-                                 const ProgramIdentity& identity) {
+NvrtcInput make_nvrtc_input(const Program& program, std::string_view arch) {
   validate_arch(arch);
-  const NvrtcApi& api = nvrtc();
   const ResolvedSource resolved = resolve_program_source(program);
-
-  std::vector<std::string> header_text;
-  std::vector<std::string> header_names;
+  NvrtcInput input;
+  input.kernel_name = program.kernel_name;
+  input.key_text = program.key_text;
+  input.arch = std::string(arch);
+  input.source_path = program.source_path;
+  input.source = std::string(resolved.source);
   for (const auto& header : resolved.headers) {
-    header_text.emplace_back(header.content);
-    header_names.emplace_back(header.path);
+    input.header_names.emplace_back(header.path);
+    input.header_texts.emplace_back(header.content);
   }
-  std::vector<const char*> header_pointers, name_pointers;
-  for (std::size_t i = 0; i < header_text.size(); ++i) {
-    header_pointers.push_back(header_text[i].c_str());
-    name_pointers.push_back(header_names[i].c_str());
+  input.name_expressions = program.name_expressions;
+  input.options.assign(std::begin(kDefaultNvrtcOptions), std::end(kDefaultNvrtcOptions));
+  input.options.push_back("--gpu-architecture=" + std::string(arch));
+  if (program.needs_toolkit_headers) input.options.push_back("-I" + cuda_include_dir());
+  input.options.insert(input.options.end(), program.options.begin(), program.options.end());
+  return input;
+}
+
+NvrtcOutput run_nvrtc(const NvrtcInput& input) {
+  const NvrtcApi& api = nvrtc();
+  std::vector<const char*> header_pointers, name_pointers, option_pointers;
+  for (std::size_t i = 0; i < input.header_texts.size(); ++i) {
+    header_pointers.push_back(input.header_texts[i].c_str());
+    name_pointers.push_back(input.header_names[i].c_str());
   }
-  const std::string source(resolved.source);
+  for (const auto& option : input.options) option_pointers.push_back(option.c_str());
 
   const auto start = std::chrono::steady_clock::now();
   ProgramHandle handle;
-  check_nvrtc(api.nvrtcCreateProgram(&handle.program, source.c_str(), program.source_path.c_str(),
-                                     static_cast<int>(header_pointers.size()),
-                                     header_pointers.data(), name_pointers.data()),
-              "nvrtcCreateProgram");
-  for (const auto& expression : program.name_expressions) {
+  check_nvrtc(
+      api.nvrtcCreateProgram(&handle.program, input.source.c_str(), input.source_path.c_str(),
+                             static_cast<int>(header_pointers.size()), header_pointers.data(),
+                             name_pointers.data()),
+      "nvrtcCreateProgram");
+  for (const auto& expression : input.name_expressions) {
     check_nvrtc(api.nvrtcAddNameExpression(handle.program, expression.c_str()),
                 "nvrtcAddNameExpression");
   }
-
-  std::vector<std::string> options(std::begin(kDefaultNvrtcOptions),
-                                   std::end(kDefaultNvrtcOptions));
-  options.push_back("--gpu-architecture=" + std::string(arch));
-  if (program.needs_toolkit_headers) options.push_back("-I" + cuda_include_dir());
-  options.insert(options.end(), program.options.begin(), program.options.end());
-  std::vector<const char*> option_pointers;
-  for (const auto& option : options) option_pointers.push_back(option.c_str());
-
   const NvrtcResult result = api.nvrtcCompileProgram(
       handle.program, static_cast<int>(option_pointers.size()), option_pointers.data());
   std::string log = program_log(handle.program);
   if (result != kNvrtcSuccess) {
-    std::string message = "NVRTC could not compile kernel " + program.kernel_name + " [" +
-                          program.key_text + "] for " + std::string(arch) + " (" +
+    std::string message = "NVRTC could not compile kernel " + input.kernel_name + " [" +
+                          input.key_text + "] for " + input.arch + " (" +
                           api.nvrtcGetErrorString(result) + ")";
     if (result == kNvrtcCompilationError && !log.empty()) message += ":\n" + log;
-    throw CompileError(program.kernel_name, program.key_text, log, message);
+    throw CompileError(input.kernel_name, input.key_text, log, message);
   }
 
-  CompiledArtifact artifact;
-  artifact.identity = identity;
-  artifact.components = identity_components(program, arch, nvrtc_version());
-  artifact.kernel_name = program.kernel_name;
-  artifact.key_text = program.key_text;
-  artifact.arch = std::string(arch);
-  artifact.nvrtc_version = nvrtc_version();
-  artifact.log = std::move(log);
+  NvrtcOutput output;
+  output.log = std::move(log);
   std::size_t cubin_size = 0;
   check_nvrtc(api.nvrtcGetCUBINSize(handle.program, &cubin_size), "nvrtcGetCUBINSize");
-  artifact.cubin.resize(cubin_size);
-  check_nvrtc(api.nvrtcGetCUBIN(handle.program, artifact.cubin.data()), "nvrtcGetCUBIN");
-  for (const auto& expression : program.name_expressions) {
+  output.cubin.resize(cubin_size);
+  check_nvrtc(api.nvrtcGetCUBIN(handle.program, output.cubin.data()), "nvrtcGetCUBIN");
+  for (const auto& expression : input.name_expressions) {
     const char* lowered = nullptr;
     check_nvrtc(api.nvrtcGetLoweredName(handle.program, expression.c_str(), &lowered),
                 "nvrtcGetLoweredName");
-    artifact.lowered_names.push_back({expression, lowered});
+    output.lowered_names.push_back({expression, lowered});
   }
-  artifact.compile_seconds =
+  output.compile_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  output.nvrtc_version = nvrtc_version();
+  return output;
+}
+
+static CompiledArtifact assemble_artifact(const Program& program, std::string_view arch,
+                                          const ProgramIdentity& identity, NvrtcOutput output) {
+  CompiledArtifact artifact;
+  artifact.identity = identity;
+  artifact.components = identity_components(program, arch, output.nvrtc_version);
+  artifact.kernel_name = program.kernel_name;
+  artifact.key_text = program.key_text;
+  artifact.arch = std::string(arch);
+  artifact.nvrtc_version = std::move(output.nvrtc_version);
+  artifact.log = std::move(output.log);
+  artifact.cubin = std::move(output.cubin);
+  artifact.lowered_names = std::move(output.lowered_names);
+  artifact.compile_seconds = output.compile_seconds;
   return artifact;
+}
+
+CompiledArtifact compile_program(const Program& program, std::string_view arch,
+                                 const ProgramIdentity& identity) {
+  NvrtcInput input = make_nvrtc_input(program, arch);
+  NvrtcOutput output;
+  if (CompileProcessPool* pool = CompileProcessPool::active()) {
+    output = pool->run(input);
+  } else {
+    output = run_nvrtc(input);
+  }
+  return assemble_artifact(program, arch, identity, std::move(output));
 }
 
 }  // namespace zerojit

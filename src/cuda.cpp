@@ -176,8 +176,8 @@ DeviceInfo device_info(int ordinal) {
 std::string target_arch_for(int compute_major, int compute_minor) {
   const int sm = compute_major * 10 + compute_minor;
   // Architectures with an arch-specific ("a") target in CUDA 13.
-  const bool has_specific = sm == 90 || sm == 100 || sm == 103 || sm == 110 || sm == 120 ||
-                            sm == 121;
+  const bool has_specific =
+      sm == 90 || sm == 100 || sm == 103 || sm == 110 || sm == 120 || sm == 121;
   return "sm_" + std::to_string(sm) + (has_specific ? "a" : "");
 }
 

@@ -13,7 +13,10 @@ CudaError::CudaError(std::string call, int code, std::string error_name, std::st
 
 CompileError::CompileError(std::string kernel, std::string key, std::string log,
                            std::string message)
-    : Error(std::move(message)), kernel_(std::move(kernel)), key_(std::move(key)), log_(std::move(log)) {}
+    : Error(std::move(message)),
+      kernel_(std::move(kernel)),
+      key_(std::move(key)),
+      log_(std::move(log)) {}
 
 InvalidArgument::InvalidArgument(std::string kernel, std::string argument,
                                  const std::string& problem)

@@ -32,8 +32,8 @@ bool KernelBase::has_artifact_in_memory(const Program& program, std::string_view
 }
 
 std::shared_ptr<const CompiledArtifact> KernelBase::obtain_artifact(
-    const Program& program, std::string_view arch, ArtifactOrigin& origin,
-    bool runtime_jit_checked, const std::string& descriptors) {
+    const Program& program, std::string_view arch, ArtifactOrigin& origin, bool runtime_jit_checked,
+    const std::string& descriptors) {
   validate_arch(arch);
   Runtime& runtime = Runtime::instance();
   const ProgramIdentity identity = compute_identity(program, arch, runtime.nvrtc_version());

@@ -13,9 +13,12 @@ namespace zerojit {
 
 std::string_view to_string(MonitorMode mode) {
   switch (mode) {
-    case MonitorMode::off: return "off";
-    case MonitorMode::warn: return "warn";
-    case MonitorMode::error: return "error";
+    case MonitorMode::off:
+      return "off";
+    case MonitorMode::warn:
+      return "warn";
+    case MonitorMode::error:
+      return "error";
   }
   return "?";
 }
@@ -43,8 +46,8 @@ Monitor::Monitor() {
     if (auto parsed = parse_monitor_mode(mode)) {
       mode_.store(*parsed);
     } else {
-      std::fprintf(stderr,
-                   "zerojit: ignoring ZEROJIT_MONITOR=%s (expected off, warn or error)\n", mode);
+      std::fprintf(stderr, "zerojit: ignoring ZEROJIT_MONITOR=%s (expected off, warn or error)\n",
+                   mode);
     }
   }
   if (const char* verbose = std::getenv("ZEROJIT_MONITOR_VERBOSE")) {
@@ -74,8 +77,9 @@ void Monitor::on_jit(const JitEvent& event) {
                               "kernel does not cover this runtime call");
   }
   if (!report) return;
-  message += "\n  (add the point to the kernel's warmup space; warnings repeat only with "
-             "ZEROJIT_MONITOR_VERBOSE=1)";
+  message +=
+      "\n  (add the point to the kernel's warmup space; warnings repeat only with "
+      "ZEROJIT_MONITOR_VERBOSE=1)";
   if (sink) {
     sink(message);
   } else {

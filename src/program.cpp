@@ -111,7 +111,7 @@ ProgramIdentity compute_identity(const Program& program, std::string_view arch,
 }
 
 ProgramIdentity identity_from_components(const IdentityComponents& c) {
-  const std::uint64_t words[] = {c.format, c.kernel, c.source, c.names,
+  const std::uint64_t words[] = {c.format,  c.kernel, c.source, c.names,
                                  c.options, c.key,    c.arch,   c.nvrtc};
   const XXH128_hash_t hash = XXH3_128bits(words, sizeof words);
   ProgramIdentity identity;
@@ -121,14 +121,14 @@ ProgramIdentity identity_from_components(const IdentityComponents& c) {
 
 std::string ProgramIdentity::hex() const {
   char buffer[33];
-  std::snprintf(buffer, sizeof buffer, "%016llx%016llx",
-                static_cast<unsigned long long>(words[0]),
+  std::snprintf(buffer, sizeof buffer, "%016llx%016llx", static_cast<unsigned long long>(words[0]),
                 static_cast<unsigned long long>(words[1]));
   return buffer;
 }
 
 ProgramIdentity ProgramIdentity::from_hex(std::string_view hex) {
-  if (hex.size() != 32) throw Error("an identity is 32 hex digits, got \"" + std::string(hex) + "\"");
+  if (hex.size() != 32)
+    throw Error("an identity is 32 hex digits, got \"" + std::string(hex) + "\"");
   ProgramIdentity identity;
   for (std::size_t w = 0; w < 2; ++w) {
     std::uint64_t value = 0;

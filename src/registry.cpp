@@ -7,9 +7,13 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 
+#include "zerojit/compile_pool.hpp"
 #include "zerojit/cuda.hpp"
+#include "zerojit/parallel.hpp"
+#include "zerojit/program.hpp"
 
 namespace zerojit {
 namespace {
@@ -31,8 +35,8 @@ class Progress {
     if (style_ == ProgressStyle::lines) {
       std::fprintf(stderr, "zerojit warmup [%zu/%zu] %-9s %6.3f s  %s [%s]%s%s\n", done_, total_,
                    key.error.empty() ? std::string(to_string(key.origin)).c_str() : "FAILED",
-                   key.seconds, key.kernel.c_str(), key.key.c_str(),
-                   key.error.empty() ? "" : ": ", first_line(key.error).c_str());
+                   key.seconds, key.kernel.c_str(), key.key.c_str(), key.error.empty() ? "" : ": ",
+                   first_line(key.error).c_str());
     } else if (style_ == ProgressStyle::bar) {
       constexpr std::size_t kWidth = 30;
       const std::size_t filled = done_ * kWidth / total_;
@@ -117,6 +121,21 @@ WarmupReport WarmupRegistry::warmup(const WarmupOptions& options) const {
 
 namespace {
 
+// Bytes of source and included headers the entry's program compiles; 0 when unknown (the
+// compile itself then reports any problem).
+std::size_t estimated_compile_cost(const ManifestEntry& entry) {
+  if (!entry.program) return 0;
+  try {
+    const Program program = entry.program();
+    const ResolvedSource resolved = resolve_program_source(program);
+    std::size_t bytes = resolved.source.size();
+    for (const ResolvedHeader& header : resolved.headers) bytes += header.content.size();
+    return bytes;
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
 WarmupReport run_warmup(const Manifest& manifest, const WarmupOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   WarmupReport report;
@@ -156,9 +175,31 @@ WarmupReport run_warmup(const Manifest& manifest, const WarmupOptions& options) 
   for (const auto& [arch, arch_devices] : devices_by_arch) {
     for (const auto& entry : manifest.entries) jobs.push_back({&entry, &arch, &arch_devices});
   }
+  // Longest first: a long compile started last would leave the other workers idle at the end.
+  // The size of the source with its headers stands in for the compile time (measured: the
+  // compressor kernels, which share the largest header, are the slowest keys). The report
+  // keeps the manifest's order.
+  std::vector<std::size_t> cost(manifest.entries.size(), 0);
+  for (std::size_t i = 0; i < manifest.entries.size(); ++i)
+    cost[i] = estimated_compile_cost(manifest.entries[i]);
+  std::vector<std::size_t> order(jobs.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return cost[a % cost.size()] > cost[b % cost.size()];
+  });
   report.keys.resize(jobs.size());
+  const int workers = static_cast<int>(std::min<std::size_t>(
+      jobs.size(),
+      static_cast<std::size_t>(options.jobs > 0 ? options.jobs : default_job_count())));
+  std::optional<CompileProcessPool> pool;
+  std::optional<CompileProcessPool::Installation> installed;
+  if (options.compile_processes && workers > 1) {
+    pool.emplace(workers);  // forks at the first compile only
+    installed.emplace(*pool);
+  }
   Progress progress(options.progress, jobs.size());
-  parallel_for(jobs.size(), options.jobs, [&](std::size_t i) {
+  parallel_for(jobs.size(), options.jobs, [&](std::size_t position) {
+    const std::size_t i = order[position];
     const Job& job = jobs[i];
     KeyReport& key = report.keys[i];
     key.kernel = job.entry->kernel->name();
@@ -172,10 +213,15 @@ WarmupReport run_warmup(const Manifest& manifest, const WarmupOptions& options) 
     } catch (const std::exception& error) {
       key.error = error.what();
     }
-    key.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - key_start).count();
+    key.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - key_start).count();
     progress.finished(key);
   });
 
+  if (pool) {
+    report.compile_workers = pool->workers();
+    report.compile_fallbacks = pool->fallbacks();
+  }
   for (const KeyReport& key : report.keys) {
     auto it = std::find_if(report.kernels.begin(), report.kernels.end(),
                            [&](const KernelReport& k) { return k.kernel == key.kernel; });
@@ -195,7 +241,8 @@ WarmupReport run_warmup(const Manifest& manifest, const WarmupOptions& options) 
       ++it->compiled;
     }
   }
-  report.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  report.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
 }
 
@@ -240,13 +287,17 @@ std::string WarmupReport::to_json() const {
     detail::append_json_string(out, archs[i]);
   }
   out += "],\"devices\":[";
-  for (std::size_t i = 0; i < devices.size(); ++i) out += (i ? "," : "") + std::to_string(devices[i]);
+  for (std::size_t i = 0; i < devices.size(); ++i)
+    out += (i ? "," : "") + std::to_string(devices[i]);
   out += "],\"wall_seconds\":";
   detail::append_double(out, wall_seconds);
   out += ",\"monitor_armed\":" + std::string(monitor_armed ? "true" : "false");
+  out += ",\"compile_workers\":" + std::to_string(compile_workers) +
+         ",\"compile_fallbacks\":" + std::to_string(compile_fallbacks);
   out += ",\"totals\":{\"keys\":" + std::to_string(total_keys()) +
-         ",\"compiled\":" + std::to_string(compiled()) + ",\"from_disk\":" +
-         std::to_string(from_disk()) + ",\"from_memory\":" + std::to_string(from_memory()) +
+         ",\"compiled\":" + std::to_string(compiled()) +
+         ",\"from_disk\":" + std::to_string(from_disk()) +
+         ",\"from_memory\":" + std::to_string(from_memory()) +
          ",\"failed\":" + std::to_string(failed()) + "},\"kernels\":[";
   for (std::size_t i = 0; i < kernels.size(); ++i) {
     const KernelReport& k = kernels[i];

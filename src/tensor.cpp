@@ -15,11 +15,10 @@ TensorDesc TensorDesc::contiguous(DType dtype, std::initializer_list<std::int64_
   return contiguous(dtype, std::span<const std::int64_t>(shape.begin(), shape.size()), device);
 }
 
-TensorDesc TensorDesc::contiguous(DType dtype, std::span<const std::int64_t> shape,
-                                  Device device) {
+TensorDesc TensorDesc::contiguous(DType dtype, std::span<const std::int64_t> shape, Device device) {
   if (shape.size() > static_cast<std::size_t>(kMaxTensorDims)) {
-    throw std::invalid_argument("zerojit tensors have at most " +
-                                std::to_string(kMaxTensorDims) + " dimensions");
+    throw std::invalid_argument("zerojit tensors have at most " + std::to_string(kMaxTensorDims) +
+                                " dimensions");
   }
   TensorDesc desc;
   desc.dtype = dtype;

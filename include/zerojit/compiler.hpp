@@ -67,4 +67,32 @@ void validate_arch(std::string_view arch);
 CompiledArtifact compile_program(const Program& program, std::string_view arch,
                                  const ProgramIdentity& identity);
 
+// The two halves of compile_program, apart so that a worker process can run NVRTC on input
+// prepared here (compile_pool.hpp). NvrtcInput holds everything NVRTC reads: the source and
+// every header by content, the full option list (defaults, arch, program options).
+struct NvrtcInput {
+  std::string kernel_name;  // for messages
+  std::string key_text;     // for messages
+  std::string arch;
+  std::string source_path;
+  std::string source;
+  std::vector<std::string> header_names;
+  std::vector<std::string> header_texts;
+  std::vector<std::string> name_expressions;
+  std::vector<std::string> options;
+};
+
+struct NvrtcOutput {
+  std::string cubin;
+  std::vector<LoweredName> lowered_names;
+  std::string log;
+  double compile_seconds = 0.0;
+  std::string nvrtc_version;
+};
+
+// Resolves the program's sources and builds its option list (validates the arch).
+NvrtcInput make_nvrtc_input(const Program& program, std::string_view arch);
+// Compiles in this process; throws CompileError (with NVRTC's log) or Error.
+NvrtcOutput run_nvrtc(const NvrtcInput& input);
+
 }  // namespace zerojit

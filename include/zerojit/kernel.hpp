@@ -99,8 +99,7 @@ class KernelBase {
  private:
   std::string name_;
   std::mutex artifacts_mutex_;
-  std::map<ProgramIdentity, std::shared_future<std::shared_ptr<const CompiledArtifact>>>
-      artifacts_;
+  std::map<ProgramIdentity, std::shared_future<std::shared_ptr<const CompiledArtifact>>> artifacts_;
 };
 
 template <CompileKey KeyT, Described DescriptorsT>
@@ -134,8 +133,7 @@ class JitKernel : public KernelBase {
     return compile_with_origin(key, arch, origin);
   }
 
-  std::shared_ptr<const CompiledArtifact> compile_with_origin(const Key& key,
-                                                              std::string_view arch,
+  std::shared_ptr<const CompiledArtifact> compile_with_origin(const Key& key, std::string_view arch,
                                                               ArtifactOrigin& origin) {
     return obtain_artifact(program(key), arch, origin, false, std::string{});
   }
@@ -160,7 +158,8 @@ class JitKernel : public KernelBase {
     const auto start = std::chrono::steady_clock::now();
     WarmResult result;
     const auto artifact = compile_with_origin(key, arch, result.origin);
-    if (result.origin == ArtifactOrigin::compiled) result.compile_seconds = artifact->compile_seconds;
+    if (result.origin == ArtifactOrigin::compiled)
+      result.compile_seconds = artifact->compile_seconds;
     const Program prog = program(key);
     for (int device : devices) {
       if (executors_.find(key, device) == nullptr) load_on_device(key, *artifact, prog, device);
@@ -237,8 +236,8 @@ class JitKernel : public KernelBase {
     if (monitor.armed()) {
       stats_.runtime_jit.fetch_add(1, std::memory_order_relaxed);
       const bool compiled_already = has_artifact_in_memory(prog, arch);
-      monitor.on_jit(JitEvent{compiled_already ? JitEventKind::load : JitEventKind::compile,
-                              name(), prog.key_text, described});
+      monitor.on_jit(JitEvent{compiled_already ? JitEventKind::load : JitEventKind::compile, name(),
+                              prog.key_text, described});
     }
     ArtifactOrigin origin;
     const auto artifact = obtain_artifact(prog, arch, origin, true, described);

@@ -45,7 +45,9 @@ constexpr Field<Owner, Value> field(std::string_view name, Value Owner::*member)
 
 // A struct that lists its fields with `static constexpr auto fields()`.
 template <class T>
-concept Described = requires { T::fields(); };
+concept Described = requires {
+  T::fields();
+};
 
 // A compile key: described, totally ordered, copyable.
 template <class T>
@@ -87,7 +89,10 @@ void append_value(std::string& out, const V& value) {
     out += to_string(value);
   } else if constexpr (std::is_convertible_v<V, std::string_view>) {
     out += std::string_view(value);
-  } else if constexpr (requires { value.has_value(); *value; }) {
+  } else if constexpr (requires {
+                         value.has_value();
+                         *value;
+                       }) {
     if (value.has_value()) {
       append_value(out, *value);
     } else {
@@ -102,7 +107,10 @@ template <class V>
 void append_json_value(std::string& out, const V& value) {
   if constexpr (std::is_same_v<V, bool> || (std::is_arithmetic_v<V> && !std::is_same_v<V, char>)) {
     append_value(out, value);
-  } else if constexpr (requires { value.has_value(); *value; }) {
+  } else if constexpr (requires {
+                         value.has_value();
+                         *value;
+                       }) {
     if (value.has_value()) {
       append_json_value(out, *value);
     } else {

@@ -49,7 +49,7 @@ ResolvedSource resolve_program_source(const Program& program);
 struct ProgramIdentity {
   std::array<std::uint64_t, 2> words{};
 
-  std::string hex() const;  // 32 lower-case hex digits
+  std::string hex() const;                                // 32 lower-case hex digits
   static ProgramIdentity from_hex(std::string_view hex);  // throws zerojit::Error
   bool operator==(const ProgramIdentity&) const = default;
   auto operator<=>(const ProgramIdentity&) const = default;

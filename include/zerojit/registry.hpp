@@ -51,11 +51,15 @@ struct WarmupOptions {
   // The arch to compile for when nothing is loaded (compile_only, or no GPU). With devices,
   // each device's own arch is used.
   std::string arch = "sm_90a";
-  std::vector<int> devices;   // empty: every visible device
-  bool compile_only = false;  // compile (and store), load nothing
-  int jobs = 0;               // <= 0: one per core
+  std::vector<int> devices;                           // empty: every visible device
+  bool compile_only = false;                          // compile (and store), load nothing
+  int jobs = 0;                                       // <= 0: one per core
   ProgressStyle progress = ProgressStyle::automatic;  // bar on a terminal, else lines
-  bool arm_monitor = true;    // arm the monitor at the end (when its mode is not off)
+  bool arm_monitor = true;  // arm the monitor at the end (when its mode is not off)
+  // Run the compiles in forked worker processes (compile_pool.hpp) when more than one job
+  // compiles: NVRTC scales across processes, not across threads. Off by default in the library,
+  // since it forks the calling process; the zerojit tool turns it on.
+  bool compile_processes = false;
 };
 
 struct KeyReport {
@@ -85,6 +89,8 @@ struct WarmupReport {
   std::vector<int> devices;  // devices loaded on (empty: compile only)
   double wall_seconds = 0.0;
   bool monitor_armed = false;
+  int compile_workers = 0;    // worker processes forked for the compiles (compile_processes)
+  int compile_fallbacks = 0;  // compiles run in this process because a worker failed
 
   int total_keys() const;
   int from_memory() const;
@@ -114,10 +120,9 @@ class WarmupRegistry {
                               std::vector<ManifestEntry>& entries,
                               std::vector<std::string>& dead_axes) {
       const auto space = build_space();
-      auto expansion =
-          space.expand([&kernel](const typename KernelT::Descriptors& descriptors) {
-            return kernel.dispatch(descriptors);
-          });
+      auto expansion = space.expand([&kernel](const typename KernelT::Descriptors& descriptors) {
+        return kernel.dispatch(descriptors);
+      });
       dead_axes = expansion.dead_axes;
       for (const auto& key : expansion.keys) {
         ManifestEntry entry;

@@ -7,15 +7,16 @@
 //        .advance("num_tokens", 1, 8192, next_power_of_two, set_tokens)
 //        .zip({"block_size", "gather"}, rows, set_pair)
 //        .filter("token_fits", [](const Desc& d) { ... });
-//   SpaceExpansion<Key> expansion = space.expand([&](const Desc& d) { return kernel.dispatch(d); });
+//   SpaceExpansion<Key> expansion = space.expand([&](const Desc& d) { return kernel.dispatch(d);
+//   });
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <type_traits>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -32,10 +33,10 @@ inline constexpr std::size_t kDefaultMaxSpacePoints = std::size_t{1} << 20;
 
 template <CompileKey Key>
 struct SpaceExpansion {
-  std::vector<Key> keys;                // deduplicated, in first-seen order
-  std::vector<std::string> dead_axes;   // axes (of >= 2 values) that never change the key
-  std::size_t points = 0;               // points in the product
-  std::size_t filtered_out = 0;         // points a filter dropped
+  std::vector<Key> keys;               // deduplicated, in first-seen order
+  std::vector<std::string> dead_axes;  // axes (of >= 2 values) that never change the key
+  std::size_t points = 0;              // points in the product
+  std::size_t filtered_out = 0;        // points a filter dropped
 };
 
 template <class Desc>
@@ -80,8 +81,8 @@ class WarmupSpace {
       values.push_back(v);
       const std::int64_t following = next(v);
       if (following <= v) {
-        throw Error("warmup axis '" + name + "': the advance from " + std::to_string(v) +
-                    " gave " + std::to_string(following) + ", which does not increase");
+        throw Error("warmup axis '" + name + "': the advance from " + std::to_string(v) + " gave " +
+                    std::to_string(following) + ", which does not increase");
       }
       v = following;
     }

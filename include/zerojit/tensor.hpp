@@ -36,7 +36,7 @@ struct TensorDesc {
   int ndim = 0;
   std::array<std::int64_t, kMaxTensorDims> shape{};
   std::array<std::int64_t, kMaxTensorDims> strides{};  // in elements
-  std::int64_t alignment = 256;                         // bytes the base address is aligned to
+  std::int64_t alignment = 256;                        // bytes the base address is aligned to
   Device device{};
 
   // Contiguous (row-major) descriptor. Throws std::invalid_argument past kMaxTensorDims.
@@ -46,8 +46,7 @@ struct TensorDesc {
                                Device device = Device::cuda(0));
   // Arbitrary strides (in elements).
   static TensorDesc strided(DType dtype, std::span<const std::int64_t> shape,
-                            std::span<const std::int64_t> strides,
-                            Device device = Device::cuda(0));
+                            std::span<const std::int64_t> strides, Device device = Device::cuda(0));
 
   std::int64_t size(int dim) const { return shape[static_cast<std::size_t>(dim)]; }
   std::int64_t stride(int dim) const { return strides[static_cast<std::size_t>(dim)]; }

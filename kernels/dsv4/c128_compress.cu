@@ -34,9 +34,6 @@ __global__ void __launch_bounds__(kC128CompressThreads)
   constexpr int kTiles = HeadSize / kC128CompressColumns;
   constexpr int kRowsPerLane = kC128StateBlockSize;         // one state block per half-warp
   constexpr int kPartialStride = kC128CompressColumns + 8;  // conflict-free merge reads
-  const auto component = [](const Float4& v, int c) {
-    return c == 0 ? v.x : c == 1 ? v.y : c == 2 ? v.z : v.w;
-  };
 
   const int tile = static_cast<int>(blockIdx.x % kTiles);
   const int tid = threadIdx.x;
@@ -83,12 +80,14 @@ __global__ void __launch_bounds__(kC128CompressThreads)
       block = block < 0 ? 0 : block;  // spec 0.5: clamped >= 0
       const float* rows = params.state_cache + block * params.state_block_stride + column;
 
-      Float4 kv[kRowsPerLane];
-      Float4 score[kRowsPerLane];
+      float kv[kRowsPerLane][4];
+      float score[kRowsPerLane][4];
 #pragma unroll
       for (int i = 0; i < kRowsPerLane; ++i) {
-        kv[i] = load_streaming_float4(rows + i * params.state_row_stride);
-        score[i] = load_streaming_float4(rows + i * params.state_row_stride + HeadSize);
+        const Float4 k = load_streaming_float4(rows + i * params.state_row_stride);
+        const Float4 s = load_streaming_float4(rows + i * params.state_row_stride + HeadSize);
+        kv[i][0] = k.x, kv[i][1] = k.y, kv[i][2] = k.z, kv[i][3] = k.w;
+        score[i][0] = s.x, score[i][1] = s.y, score[i][2] = s.z, score[i][3] = s.w;
       }
 
       float m[4], s[4], p[4];
@@ -96,14 +95,14 @@ __global__ void __launch_bounds__(kC128CompressThreads)
       for (int c = 0; c < 4; ++c) {
         float mc = -__int_as_float(0x7F800000);
 #pragma unroll
-        for (int i = 0; i < kRowsPerLane; ++i) mc = fmaxf(mc, component(score[i], c));
+        for (int i = 0; i < kRowsPerLane; ++i) mc = fmaxf(mc, score[i][c]);
         float sc_sum = 0.0f;
         float kv_sum = 0.0f;
 #pragma unroll
         for (int i = 0; i < kRowsPerLane; ++i) {
-          const float w = exp2_approx(__fmul_rn(__fsub_rn(component(score[i], c), mc), kLog2e));
+          const float w = exp2_approx(__fmul_rn(__fsub_rn(score[i][c], mc), kLog2e));
           sc_sum = __fadd_rn(sc_sum, w);
-          kv_sum = __fmaf_rn(component(kv[i], c), w, kv_sum);
+          kv_sum = __fmaf_rn(kv[i][c], w, kv_sum);
         }
         // Merge with the other half-warp (rows +8).
         const float m_other = __shfl_xor_sync(kFullMask, mc, 16);

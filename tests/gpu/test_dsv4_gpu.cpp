@@ -308,14 +308,15 @@ struct IndexerCase {
   std::int64_t cos_sin_row_stride = 64;
   std::int64_t max_position = 4096;
   std::uint64_t seed = 1;
+  // DSv4 rotates 64 of the 128 dims (lanes 4..7 of a row); with 32, only lanes 6 and 7 do.
+  int rope_dim = 64;
 };
 
 constexpr int kIndexerHeads = 64;
 constexpr int kIndexerDim = 128;
-constexpr int kIndexerRope = 64;
 
 IndexerQKey indexer_key(const IndexerCase& c) {
-  return {kIndexerDim, kIndexerRope, kIndexerHeads, c.cos_sin_dtype, c.tokens < 512 ? 1 : 4};
+  return {kIndexerDim, c.rope_dim, kIndexerHeads, c.cos_sin_dtype, c.tokens < 512 ? 1 : 4};
 }
 
 std::string check_indexer_q(const IndexerCase& c, bool mxfp4) {
@@ -324,7 +325,7 @@ std::string check_indexer_q(const IndexerCase& c, bool mxfp4) {
   in::Random random(c.seed);
   const std::int64_t tokens = c.tokens;
   const in::IndexerQInputsHost inputs =
-      in::make_indexer_q_inputs(random, tokens, kIndexerHeads, kIndexerDim, kIndexerRope,
+      in::make_indexer_q_inputs(random, tokens, kIndexerHeads, kIndexerDim, c.rope_dim,
                                 c.cos_sin_dtype, c.cos_sin_row_stride, c.max_position);
   // q_fp8 as e4m3 (the owner takes u8 or e4m3), so that failures print code values.
   const in::HostTensor codes =
@@ -347,7 +348,7 @@ std::string check_indexer_q(const IndexerCase& c, bool mxfp4) {
   p.weights_out = expected_weights.as<float>();
   p.num_tokens = tokens;
   p.scale = inputs.scale;
-  const ref::IndexerQShape shape{kIndexerDim, kIndexerRope, kIndexerHeads,
+  const ref::IndexerQShape shape{kIndexerDim, c.rope_dim, kIndexerHeads,
                                  c.cos_sin_dtype == DType::bf16};
   if (mxfp4) {
     p.q_packed = expected_codes.as<unsigned char>();
@@ -423,6 +424,8 @@ std::vector<IndexerCase> indexer_cases() {
        DType::f32, 80, 70000, 13},
       {"coarsen 4 with bf16 cos/sin, 513 tokens", 513, DType::bf16, 64, 4096, 14},
       {"16384 tokens", 16384, DType::f32, 64, 65536, 15},
+      {"rope_dim 32, coarsen 4, 700 tokens", 700, DType::f32, 32, 4096, 16, 32},
+      {"rope_dim 32, bf16 cos/sin with padded rows, 45 tokens", 45, DType::bf16, 40, 4096, 17, 32},
   };
 }
 

@@ -3,7 +3,9 @@
 // registry's union, dedupe and gating. NVRTC compiles for real; nothing touches a GPU.
 #include <gtest/gtest.h>
 
+#include <string>
 #include <tuple>
+#include <utility>
 
 #include "support/core_fixture.hpp"
 
@@ -36,7 +38,12 @@ struct Outputs {
 
 class ContractKernel final : public JitKernel<ContractKey, ContractDesc> {
  public:
-  ContractKernel() : JitKernel("test.contract") {}
+  ContractKernel(std::string name = "test.contract", const EmbeddedFileSet* files = &kSet,
+                 std::string source_path = "contract/k.cu", std::string function = "k")
+      : JitKernel(std::move(name)),
+        files_(files),
+        source_path_(std::move(source_path)),
+        function_(std::move(function)) {}
 
   ContractKey dispatch(const ContractDesc& d) const override {
     if (d.tokens < 0) throw InvalidArgument(name(), "tokens", "must be >= 0");
@@ -46,9 +53,9 @@ class ContractKernel final : public JitKernel<ContractKey, ContractDesc> {
   Program program(const ContractKey& key) const override {
     Program p;
     p.kernel_name = name();
-    p.files = &kSet;
-    p.source_path = "contract/k.cu";
-    p.name_expressions = {"k"};
+    p.files = files_;
+    p.source_path = source_path_;
+    p.name_expressions = {function_};
     p.options = macro_definitions(key, "");
     p.key_text = describe(key);
     return p;
@@ -68,6 +75,11 @@ class ContractKernel final : public JitKernel<ContractKey, ContractDesc> {
     s.choices("tokens", std::move(tokens), [](ContractDesc& d, std::int64_t v) { d.tokens = v; });
     return s;
   }
+
+ private:
+  const EmbeddedFileSet* files_;
+  std::string source_path_;
+  std::string function_;
 };
 
 ContractKernel& contract_kernel() {
@@ -90,7 +102,8 @@ TEST_F(Contract, PlainSpecReturnsNothingAndLaunchesOnce) {
 TEST_F(Contract, SpecWithOutputsReturnsThem) {
   auto& kernel = contract_kernel();
   auto base = kernel.plan(2);
-  LaunchSpecWithOutputs<ContractKey, Outputs> spec{base.key, base.geometry, base.args, Outputs{{1, 2}}};
+  LaunchSpecWithOutputs<ContractKey, Outputs> spec{base.key, base.geometry, base.args,
+                                                   Outputs{{1, 2}}};
   const Outputs out = kernel.launch(std::move(spec), LaunchTarget{});
   EXPECT_EQ(out.written, (std::vector<int>{1, 2}));
   EXPECT_EQ(backend->launches.size(), 1u);
@@ -252,8 +265,9 @@ TEST_F(Contract, RegistryUnionsDedupesAndGates) {
   const Manifest manifest = registry.manifest();
   EXPECT_EQ(manifest.lines(),
             (std::vector<std::string>{"test.contract variant=1", "test.contract variant=4"}));
-  EXPECT_EQ(manifest.to_json(),
-            R"([{"kernel":"test.contract","key":{"variant":1}},{"kernel":"test.contract","key":{"variant":4}}])");
+  EXPECT_EQ(
+      manifest.to_json(),
+      R"([{"kernel":"test.contract","key":{"variant":1}},{"kernel":"test.contract","key":{"variant":4}}])");
 }
 
 TEST_F(Contract, WarmupReportsFailuresByKernelAndKeyAndCompilesTheRest) {
@@ -276,6 +290,31 @@ TEST_F(Contract, WarmupReportsFailuresByKernelAndKeyAndCompilesTheRest) {
   const auto again = registry.warmup(WarmupOptions{.progress = ProgressStyle::none});
   EXPECT_EQ(again.from_memory(), 2);
   EXPECT_EQ(again.compiled(), 0);
+}
+
+// A kernel whose program is several times the contract kernel's: warmup should start it first.
+constexpr EmbeddedFile kLargeFiles[] = {
+    {"contract/large.cu",
+     "// A long comment stands in for a kernel with more code to compile. ...................\n"
+     "// ....................................................................................\n"
+     "// ....................................................................................\n"
+     "extern \"C\" __global__ void large() {}\n"},
+};
+const EmbeddedFileSet kLargeSet{kLargeFiles};
+
+TEST_F(Contract, WarmupStartsTheLargestProgramFirstAndReportsInManifestOrder) {
+  auto& small = contract_kernel();
+  static ContractKernel large("test.large", &kLargeSet, "contract/large.cu", "large");
+  WarmupRegistry registry;
+  registry.add(small, "layer", [&small] { return small.space({1}); });
+  registry.add(large, "layer", [] { return large.space({1}); });
+  const auto report = registry.warmup(WarmupOptions{.jobs = 1, .progress = ProgressStyle::none});
+  ASSERT_EQ(backend->loads.size(), 2u);
+  EXPECT_EQ(backend->loads[0].rfind("test.large", 0), 0u) << backend->loads[0];
+  EXPECT_EQ(backend->loads[1].rfind("test.contract", 0), 0u) << backend->loads[1];
+  ASSERT_EQ(report.keys.size(), 2u);
+  EXPECT_EQ(report.keys[0].kernel, "test.contract");  // the report keeps registration order
+  EXPECT_EQ(report.keys[1].kernel, "test.large");
 }
 
 TEST_F(Contract, CompileOnlyWarmupLoadsNothingAndUsesTheNamedArch) {

@@ -445,6 +445,7 @@ int run_on_gpus(const RunCommand& command, const dsv4::Dsv4Config& config,
   options.arch = config.serving.target_arch;
   options.devices = devices;
   options.jobs = command.jobs;
+  options.compile_processes = !command.in_process;
   options.progress = command.json ? ProgressStyle::none : ProgressStyle::automatic;
   const WarmupReport report = registry.warmup(options);
   for (const KeyReport& key : report.keys) {
@@ -549,6 +550,8 @@ CLI::App* add_run_command(CLI::App& app, RunCommand& command) {
       ->capture_default_str();
   sub->add_option("--jobs", command.jobs, "Parallel compiles during warmup (0: one per core)")
       ->check(CLI::NonNegativeNumber);
+  sub->add_flag("--in-process", command.in_process,
+                "Compile in threads of this process instead of forked worker processes");
   sub->add_flag("--json", command.json, "Machine-readable output");
   return sub;
 }

@@ -17,6 +17,7 @@ struct RunCommand {
   CacheSelection cache;
   std::string devices = "all";
   int jobs = 0;
+  bool in_process = false;  // compile in threads of this process, not in worker processes
   std::int64_t steps = 2000;
   std::uint64_t seed = 1;
   std::string monitor = "error";

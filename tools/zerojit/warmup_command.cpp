@@ -66,6 +66,9 @@ CLI::App* add_warmup_command(CLI::App& app, WarmupCommand& command) {
       ->capture_default_str();
   sub->add_option("--jobs", command.jobs, "Parallel compiles (0: one per core)")
       ->check(CLI::NonNegativeNumber);
+  sub->add_flag("--in-process", command.in_process,
+                "Compile in threads of this process instead of forked worker processes (NVRTC "
+                "scales better across processes)");
   sub->add_flag("--compile-only", command.compile_only,
                 "Compile (into the cache) and load nothing; with --cache-dir this makes an "
                 "ahead-of-time pack");
@@ -90,6 +93,7 @@ int run_warmup(const WarmupCommand& command) {
   options.arch = arch;
   options.jobs = command.jobs;
   options.compile_only = command.compile_only;
+  options.compile_processes = !command.in_process;
   options.progress = command.json ? ProgressStyle::none : ProgressStyle::automatic;
   std::string no_gpu_reason;
   if (!command.compile_only) {

@@ -14,6 +14,7 @@ struct WarmupCommand {
   CacheSelection cache;
   std::string devices = "all";
   int jobs = 0;
+  bool in_process = false;  // compile in threads of this process, not in worker processes
   bool compile_only = false;
   bool examples = false;
   bool verbose = false;

@@ -1,0 +1,318 @@
+#include "zerojit/compile_pool.hpp"
+
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "zerojit/error.hpp"
+
+namespace zerojit {
+namespace {
+
+std::atomic<CompileProcessPool*> g_active{nullptr};
+
+// --- Framing: a message is a u64 length and that many bytes; inside, strings are a u64
+// length and their bytes, lists a u64 count and their items. ----------------------------------
+
+class Encoder {
+ public:
+  void number(std::uint64_t value) { bytes_.append(reinterpret_cast<const char*>(&value), 8); }
+  void text(std::string_view value) {
+    number(value.size());
+    bytes_.append(value);
+  }
+  void texts(const std::vector<std::string>& values) {
+    number(values.size());
+    for (const auto& value : values) text(value);
+  }
+  const std::string& bytes() const { return bytes_; }
+
+ private:
+  std::string bytes_;
+};
+
+class Decoder {
+ public:
+  explicit Decoder(std::string_view bytes) : rest_(bytes) {}
+  std::uint64_t number() {
+    if (rest_.size() < 8) throw Error("compile worker: truncated message");
+    std::uint64_t value;
+    std::memcpy(&value, rest_.data(), 8);
+    rest_.remove_prefix(8);
+    return value;
+  }
+  std::string text() {
+    const std::uint64_t size = number();
+    if (rest_.size() < size) throw Error("compile worker: truncated message");
+    std::string value(rest_.substr(0, size));
+    rest_.remove_prefix(size);
+    return value;
+  }
+  std::vector<std::string> texts() {
+    const std::uint64_t count = number();
+    std::vector<std::string> values;
+    for (std::uint64_t i = 0; i < count; ++i) values.push_back(text());
+    return values;
+  }
+
+ private:
+  std::string_view rest_;
+};
+
+bool send_all(int socket, const char* data, std::size_t size) {
+  while (size > 0) {
+    const ssize_t sent = ::send(socket, data, size, MSG_NOSIGNAL);
+    if (sent < 0 && errno == EINTR) continue;
+    if (sent <= 0) return false;
+    data += sent;
+    size -= static_cast<std::size_t>(sent);
+  }
+  return true;
+}
+
+bool receive_all(int socket, char* data, std::size_t size) {
+  while (size > 0) {
+    const ssize_t got = ::recv(socket, data, size, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    data += got;
+    size -= static_cast<std::size_t>(got);
+  }
+  return true;
+}
+
+bool send_message(int socket, const std::string& payload) {
+  const std::uint64_t size = payload.size();
+  return send_all(socket, reinterpret_cast<const char*>(&size), 8) &&
+         send_all(socket, payload.data(), payload.size());
+}
+
+bool receive_message(int socket, std::string& payload) {
+  std::uint64_t size = 0;
+  if (!receive_all(socket, reinterpret_cast<char*>(&size), 8)) return false;
+  payload.resize(size);
+  return receive_all(socket, payload.data(), size);
+}
+
+std::string encode_input(const NvrtcInput& input) {
+  Encoder e;
+  e.text(input.kernel_name);
+  e.text(input.key_text);
+  e.text(input.arch);
+  e.text(input.source_path);
+  e.text(input.source);
+  e.texts(input.header_names);
+  e.texts(input.header_texts);
+  e.texts(input.name_expressions);
+  e.texts(input.options);
+  return e.bytes();
+}
+
+NvrtcInput decode_input(std::string_view bytes) {
+  Decoder d(bytes);
+  NvrtcInput input;
+  input.kernel_name = d.text();
+  input.key_text = d.text();
+  input.arch = d.text();
+  input.source_path = d.text();
+  input.source = d.text();
+  input.header_names = d.texts();
+  input.header_texts = d.texts();
+  input.name_expressions = d.texts();
+  input.options = d.texts();
+  return input;
+}
+
+enum Status : std::uint64_t { kCompiled = 0, kCompileError = 1, kOtherError = 2 };
+
+std::string encode_output(const NvrtcOutput& output) {
+  Encoder e;
+  e.number(kCompiled);
+  e.text(output.cubin);
+  e.number(output.lowered_names.size());
+  for (const auto& name : output.lowered_names) {
+    e.text(name.expression);
+    e.text(name.lowered);
+  }
+  e.text(output.log);
+  std::uint64_t seconds_bits;
+  std::memcpy(&seconds_bits, &output.compile_seconds, 8);
+  e.number(seconds_bits);
+  e.text(output.nvrtc_version);
+  return e.bytes();
+}
+
+// Returns the output, or throws the error the worker reported.
+NvrtcOutput decode_output(std::string_view bytes) {
+  Decoder d(bytes);
+  const std::uint64_t status = d.number();
+  if (status == kCompileError) {
+    std::string kernel = d.text();
+    std::string key = d.text();
+    std::string log = d.text();
+    std::string message = d.text();
+    throw CompileError(std::move(kernel), std::move(key), std::move(log), std::move(message));
+  }
+  if (status != kCompiled) throw Error(d.text());
+  NvrtcOutput output;
+  output.cubin = d.text();
+  const std::uint64_t names = d.number();
+  for (std::uint64_t i = 0; i < names; ++i) {
+    LoweredName name;
+    name.expression = d.text();
+    name.lowered = d.text();
+    output.lowered_names.push_back(std::move(name));
+  }
+  output.log = d.text();
+  const std::uint64_t seconds_bits = d.number();
+  std::memcpy(&output.compile_seconds, &seconds_bits, 8);
+  output.nvrtc_version = d.text();
+  return output;
+}
+
+// The worker's whole life: compile what arrives until the socket closes.
+[[noreturn]] void serve(int socket) {
+  std::string request;
+  while (receive_message(socket, request)) {
+    Encoder reply;
+    std::string response;
+    try {
+      response = encode_output(run_nvrtc(decode_input(request)));
+    } catch (const CompileError& error) {
+      reply.number(kCompileError);
+      reply.text(error.kernel());
+      reply.text(error.key());
+      reply.text(error.log());
+      reply.text(error.what());
+      response = reply.bytes();
+    } catch (const std::exception& error) {
+      reply.number(kOtherError);
+      reply.text(error.what());
+      response = reply.bytes();
+    }
+    if (!send_message(socket, response)) break;
+  }
+  ::_exit(0);  // never run the parent's atexit handlers or static destructors
+}
+
+}  // namespace
+
+CompileProcessPool::CompileProcessPool(int workers) : wanted_(workers < 1 ? 1 : workers) {}
+
+void CompileProcessPool::start() {
+  for (int i = 0; i < wanted_; ++i) {
+    int sockets[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets) != 0) break;
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      // The worker keeps only its own socket. It needs no other tie to the parent: when the
+      // parent exits, however it ends, the socket closes and serve() returns.
+      ::close(sockets[0]);
+      for (const Worker& other : workers_) ::close(other.socket);
+      serve(sockets[1]);
+    }
+    ::close(sockets[1]);
+    if (pid < 0) {
+      ::close(sockets[0]);
+      break;
+    }
+    Worker worker;
+    worker.pid = pid;
+    worker.socket = sockets[0];
+    workers_.push_back(worker);
+  }
+}
+
+CompileProcessPool::~CompileProcessPool() {
+  for (Worker& worker : workers_) ::close(worker.socket);  // the worker sees EOF and exits
+  for (Worker& worker : workers_) {
+    int status = 0;
+    while (::waitpid(worker.pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+}
+
+CompileProcessPool::Worker* CompileProcessPool::acquire() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    bool any_usable = false;
+    for (Worker& worker : workers_) {
+      if (worker.broken) continue;
+      any_usable = true;
+      if (!worker.busy) {
+        worker.busy = true;
+        return &worker;
+      }
+    }
+    if (!any_usable) return nullptr;
+    idle_.wait(lock);
+  }
+}
+
+void CompileProcessPool::release(Worker* worker, bool broken) {
+  {
+    std::lock_guard lock(mutex_);
+    worker->busy = false;
+    if (broken) {
+      worker->broken = true;
+      ++fallbacks_;
+    }
+  }
+  idle_.notify_all();
+}
+
+int CompileProcessPool::fallbacks() const {
+  std::lock_guard lock(mutex_);
+  return fallbacks_;
+}
+
+int CompileProcessPool::workers() const {
+  std::lock_guard lock(mutex_);
+  return static_cast<int>(workers_.size());
+}
+
+NvrtcOutput CompileProcessPool::run(const NvrtcInput& input) {
+  // Workers are forked at the first compile, so that a warmup served from the caches forks
+  // nothing. Every compile of the pool waits here until they exist: no thread of this pool is
+  // inside NVRTC while the fork copies the process.
+  std::call_once(started_, [this] {
+    std::lock_guard lock(mutex_);
+    start();
+  });
+  Worker* worker = acquire();
+  if (worker == nullptr) {  // every worker failed earlier
+    {
+      std::lock_guard lock(mutex_);
+      ++fallbacks_;
+    }
+    return run_nvrtc(input);
+  }
+  std::string response;
+  if (!send_message(worker->socket, encode_input(input)) ||
+      !receive_message(worker->socket, response)) {
+    release(worker, true);
+    return run_nvrtc(input);  // nothing lost: compile here instead
+  }
+  release(worker, false);
+  return decode_output(response);
+}
+
+CompileProcessPool* CompileProcessPool::active() {
+  return g_active.load(std::memory_order_acquire);
+}
+
+CompileProcessPool::Installation::Installation(CompileProcessPool& pool)
+    : previous_(g_active.exchange(&pool, std::memory_order_acq_rel)) {}
+
+CompileProcessPool::Installation::~Installation() {
+  g_active.store(previous_, std::memory_order_release);
+}
+
+}  // namespace zerojit
