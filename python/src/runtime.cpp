@@ -102,7 +102,8 @@ std::tuple<std::string, std::string> warmup(const std::optional<std::string>& mo
                                             const std::vector<int>& devices, int jobs,
                                             bool compile_only,
                                             const std::optional<std::string>& arch,
-                                            const std::string& progress, bool arm_monitor) {
+                                            const std::string& progress, bool arm_monitor,
+                                            bool compile_processes) {
   const dsv4::AttentionKernels kernels(resolve_config(model, model_json, serving_json));
   WarmupRegistry registry;
   kernels.register_warmup(registry);
@@ -113,6 +114,7 @@ std::tuple<std::string, std::string> warmup(const std::optional<std::string>& mo
   options.jobs = jobs;
   options.progress = parse_progress(progress);
   options.arm_monitor = arm_monitor;
+  options.compile_processes = compile_processes;
   py::gil_scoped_release release;
   const KeepCurrentContext keep_context;
   const WarmupReport report = registry.warmup(options);
@@ -198,7 +200,8 @@ void bind_runtime(py::module_& module) {
   module.def("warmup", &warmup, model_arg, model_json_arg, serving_arg,
              py::arg("devices") = std::vector<int>{}, py::arg("jobs") = 0,
              py::arg("compile_only") = false, py::arg("arch") = py::none(),
-             py::arg("progress") = "none", py::arg("arm_monitor") = true);
+             py::arg("progress") = "none", py::arg("arm_monitor") = true,
+             py::arg("compile_processes") = false);
 
   module.def("monitor_mode", [] { return std::string(to_string(Monitor::instance().mode())); });
   module.def("set_monitor_mode", &set_monitor_mode, py::arg("mode"));

@@ -218,6 +218,21 @@ class CompileOnlyWarmupTest(unittest.TestCase):
         self.assertGreaterEqual(cleared["removed"], 8)
         self.assertEqual(zerojit.cache.ls(self.cache_dir), [])
 
+    def test_warmup_in_worker_processes(self):
+        # Targets no other test compiles for, so that the keys are not in memory already.
+        report = zerojit.warmup(
+            compile_only=True, cache_dir=self.cache_dir, jobs=2, arch="sm_103a",
+            compile_processes=True,
+        )
+        self.assertTrue(report["ok"], report)
+        self.assertEqual(report["totals"]["compiled"], 8)
+        self.assertEqual(report["compile_workers"], 2)
+        self.assertEqual(report["compile_fallbacks"], 0)
+        # In-process by default (another arch, so that the keys do compile).
+        default = zerojit.warmup(compile_only=True, cache_dir="off", jobs=2, arch="sm_120a")
+        self.assertEqual(default["totals"]["compiled"], 8)
+        self.assertEqual(default["compile_workers"], 0)
+
     def test_warmup_for_another_architecture(self):
         report = zerojit.warmup(
             serving={"block_size": 0}, compile_only=True, cache_dir="off", arch="sm_100a"

@@ -68,6 +68,7 @@ def warmup(
     monitor=None,
     progress="none",
     arm_monitor=True,
+    compile_processes=False,
 ):
     """Compiles every kernel specialization this configuration can ask for, and loads each on
     every device, so that nothing compiles while serving.
@@ -83,10 +84,14 @@ def warmup(
     monitor: set the JIT monitor's mode first ("off", "warn", "error"); warmup arms it at the
         end unless arm_monitor is False (an "off" monitor stays silent).
     progress: "none", "auto" (a bar on a terminal, else lines), "bar" or "lines" (standard error).
+    compile_processes: run the compiles in worker processes forked from this one (NVRTC scales
+        across processes, not threads: about 1.3x faster at 8 jobs). Forking a large process
+        costs time, and no other thread should be compiling with zerojit meanwhile.
 
     Returns the report as a dict: totals ({"keys", "compiled", "from_disk", "from_memory",
     "failed"}), per-kernel and per-key entries (each key with its origin, time and any error),
-    archs, devices, wall_seconds, monitor_armed, plus "ok" and a one-line "summary". Compile
+    archs, devices, wall_seconds, monitor_armed, compile_workers, compile_fallbacks, plus "ok"
+    and a one-line "summary". Compile
     failures are reported per key (the other keys still compile), not raised.
     """
     if cache_dir is not None:
@@ -101,6 +106,7 @@ def warmup(
         arch=arch,
         progress=progress,
         arm_monitor=bool(arm_monitor),
+        compile_processes=bool(compile_processes),
     )
     report = json.loads(report_json)
     report["ok"] = report["totals"]["failed"] == 0
