@@ -7,8 +7,9 @@
 //   NormWeightT       element type of rms_norm_weight: `float` or `zj::bf16_t`.
 // Launch: grid = c128_store_grid(num_tokens) CTAs (any positive grid is correct), block =
 //   kC128StoreThreads (256), no dynamic shared memory. One warp per row (for_each_c128_row in
-//   compressor_common.cuh): lane l < 28 quantizes dims [16 l, 16 l + 16), a quarter of quant
-//   block l / 4; lanes 28..31 write the rotated tail.
+//   compressor_common.cuh): lane l holds dims [128 q + 4 l, +4) for q = 0..3, so a half-warp
+//   holds a quant block's 64 dims and each store of the warp is contiguous; chunk 3 of lanes
+//   16..31 is the rotated tail.
 // Writes, for each active token only (see C128StoreParams), with page = kv_slot / B and
 //   row = kv_slot % B:
 //   [page * KvBlockStride + row * 576, +576)       448 e4m3 codes, then 64 bf16 (rotated)
@@ -34,42 +35,47 @@ __global__ void __launch_bounds__(kC128StoreThreads, kC128StoreMinBlocksPerSm)
 
   for_each_c128_row<NormWeightT>(params, [&](const ActiveToken& token, const C128Lane& y) {
     const DsMlaRow row = ds_mla_row(params.k_cache, token.kv_slot, KvCacheBlockSize, KvBlockStride);
-    // Every lane takes part in the amax butterfly (the tail lanes' result is unused): a
-    // shuffle must not sit inside the lane-dependent branch below.
-    float q[kC128DimsPerLane];
-    float amax = 0.0f;
+    // bf16 values, and the |max| of each chunk; two chunks' maxima travel together as bf16x2
+    // (exact: they are bf16 values) through the 16-lane butterfly of their quant blocks.
+    float q[kC128Chunks][kC128ChunkDims];
+    float amax[kC128Chunks];
 #pragma unroll
-    for (int e = 0; e < kC128DimsPerLane; ++e) {
-      q[e] = round_to_bf16(y.v[e]);
-      amax = fmaxf(amax, fabsf(q[e]));
+    for (int c = 0; c < kC128Chunks; ++c) {
+      amax[c] = 0.0f;
+#pragma unroll
+      for (int e = 0; e < kC128ChunkDims; ++e) {
+        q[c][e] = round_to_bf16(y.v[c][e]);
+        amax[c] = fmaxf(amax[c], fabsf(q[c][e]));
+      }
     }
-    amax = group_max<kC128LanesPerQuantBlock>(amax);
-    if (lane < kC128FirstRopeLane) {
-      const u32 exponent = ds_mla_scale_exponent(amax);
+#pragma unroll
+    for (int c = 0; c < kC128Chunks; c += 2) {
+      u32 pair = pack_bf16x2_rn(amax[c], amax[c + 1]);
+#pragma unroll
+      for (int offset = kC128LanesPerQuantBlock / 2; offset > 0; offset >>= 1) {
+        pair = max_bf16x2(pair, __shfl_xor_sync(kFullMask, pair, offset));
+      }
+      amax[c] = bf16x2_low(pair);
+      amax[c + 1] = bf16x2_high(pair);
+    }
+#pragma unroll
+    for (int c = 0; c < kC128Chunks; ++c) {
+      if (c128_is_tail(lane, c)) {  // the rotated tail as bf16, after the 448 code bytes
+        store_u32x2(
+            row.data + kCompressorNopeDim + 2 * (lane - kC128FirstTailLane) * kC128ChunkDims,
+            pack_bf16x2_rn(y.v[c][0], y.v[c][1]), pack_bf16x2_rn(y.v[c][2], y.v[c][3]));
+        continue;
+      }
+      const u32 exponent = ds_mla_scale_exponent(amax[c]);
       const float multiplier = ue8m0_inverse_scale(exponent);
-      u32 words[kC128DimsPerLane / 4];
-#pragma unroll
-      for (int k = 0; k < kC128DimsPerLane / 4; ++k) {
-        words[k] = quantize_e4m3x2(q[4 * k], q[4 * k + 1], multiplier) |
-                   (quantize_e4m3x2(q[4 * k + 2], q[4 * k + 3], multiplier) << 16);
+      store_u32(row.data + c128_chunk_dim(lane, c),
+                quantize_e4m3x2(q[c][0], q[c][1], multiplier) |
+                    (quantize_e4m3x2(q[c][2], q[c][3], multiplier) << 16));
+      if (lane % kC128LanesPerQuantBlock == 0) {  // lanes 0 and 16: one per quant block
+        store_u8(row.scales + c128_chunk_dim(lane, c) / kCompressorQuantBlock, exponent);
       }
-      store_u32x4(row.data + lane * kC128DimsPerLane, words[0], words[1], words[2], words[3]);
-      if (lane % kC128LanesPerQuantBlock == 0) {
-        store_u8(row.scales + lane / kC128LanesPerQuantBlock, exponent);
-        if (lane == 0) store_u8(row.scales + kDsMlaScaleBytes - 1, 0u);
-      }
-    } else {
-      // The tail as bf16: 8 pairs = 32 bytes a lane, after the 448 code bytes.
-      unsigned char* tail =
-          row.data + kCompressorNopeDim + 2 * (lane - kC128FirstRopeLane) * kC128DimsPerLane;
-      u32 pairs[kC128DimsPerLane / 2];
-#pragma unroll
-      for (int k = 0; k < kC128DimsPerLane / 2; ++k) {
-        pairs[k] = pack_bf16x2_rn(y.v[2 * k], y.v[2 * k + 1]);
-      }
-      store_u32x4(tail, pairs[0], pairs[1], pairs[2], pairs[3]);
-      store_u32x4(tail + 16, pairs[4], pairs[5], pairs[6], pairs[7]);
     }
+    if (lane == 0) store_u8(row.scales + kDsMlaScaleBytes - 1, 0u);
   });
 }
 

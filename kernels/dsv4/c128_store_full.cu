@@ -6,7 +6,7 @@
 //   NormWeightT   element type of rms_norm_weight: `float` or `zj::bf16_t`.
 // Launch: grid = c128_store_grid(num_tokens) CTAs (any positive grid is correct), block =
 //   kC128StoreThreads (256), no dynamic shared memory. One warp per row as in c128_store.cu:
-//   lane l owns dims [16 l, 16 l + 16); lanes 28..31 rotate the RoPE tail.
+//   lane l owns dims [128 q + 4 l, +4), q = 0..3; lanes 16..31 rotate the tail in chunk 3.
 // Writes, for each active token only, the row at
 //   vbase = (kv_slot / B) * kv_block_stride_bytes + (kv_slot % B) * kv_row_stride_bytes:
 //   bf16: [vbase, vbase + 1024) = bf16_rn(y) / bf16_rn(rotated y), LE pairs;
@@ -33,25 +33,20 @@ __global__ void __launch_bounds__(kC128StoreThreads, kC128StoreMinBlocksPerSm)
                                   params.kv_block_stride_bytes, params.kv_row_stride_bytes);
     if (StoreFullFp8) {
       const float multiplier = __fdiv_rn(1.0f, params.fp8_scale[0]);  // read only with work
-      u32 words[kC128DimsPerLane / 4];
 #pragma unroll
-      for (int k = 0; k < kC128DimsPerLane / 4; ++k) {
-        words[k] =
-            quantize_e4m3x2(round_to_bf16(y.v[4 * k]), round_to_bf16(y.v[4 * k + 1]), multiplier) |
-            (quantize_e4m3x2(round_to_bf16(y.v[4 * k + 2]), round_to_bf16(y.v[4 * k + 3]),
-                             multiplier)
-             << 16);
+      for (int c = 0; c < kC128Chunks; ++c) {
+        store_u32(
+            row + c128_chunk_dim(lane, c),
+            quantize_e4m3x2(round_to_bf16(y.v[c][0]), round_to_bf16(y.v[c][1]), multiplier) |
+                (quantize_e4m3x2(round_to_bf16(y.v[c][2]), round_to_bf16(y.v[c][3]), multiplier)
+                 << 16));
       }
-      store_u32x4(row + lane * kC128DimsPerLane, words[0], words[1], words[2], words[3]);
     } else {
-      u32 pairs[kC128DimsPerLane / 2];
 #pragma unroll
-      for (int k = 0; k < kC128DimsPerLane / 2; ++k) {
-        pairs[k] = pack_bf16x2_rn(y.v[2 * k], y.v[2 * k + 1]);
+      for (int c = 0; c < kC128Chunks; ++c) {
+        store_u32x2(row + 2 * c128_chunk_dim(lane, c), pack_bf16x2_rn(y.v[c][0], y.v[c][1]),
+                    pack_bf16x2_rn(y.v[c][2], y.v[c][3]));
       }
-      unsigned char* out = row + 2 * lane * kC128DimsPerLane;
-      store_u32x4(out, pairs[0], pairs[1], pairs[2], pairs[3]);
-      store_u32x4(out + 16, pairs[4], pairs[5], pairs[6], pairs[7]);
     }
   });
 }

@@ -150,6 +150,12 @@ __device__ __forceinline__ float group_max(float v) {
   return v;
 }
 
+__device__ __forceinline__ u32 max_bf16x2(u32 a, u32 b) {
+  u32 result;
+  asm("max.bf16x2 %0, %1, %2;" : "=r"(result) : "r"(a), "r"(b));
+  return result;
+}
+
 // --- Quantization ------------------------------------------------------------------------------
 
 // UE8M0 exponent of a 64-element fp8_ds_mla block from its BF16-exact amax:
@@ -388,28 +394,61 @@ __device__ __forceinline__ bool c128_store_examine_token(const Params& params, l
   return true;
 }
 
-// One compressed row per warp: lane l owns dims [16 l, 16 l + 16), so lanes 0..27 hold the 7
-// quant blocks of the nope part (4 lanes a block) and lanes 28..31 the RoPE tail.
-constexpr int kC128DimsPerLane = kCompressorHeadSize / 32;                         // 16
-constexpr int kC128FirstRopeLane = kCompressorNopeDim / kC128DimsPerLane;          // 28
-constexpr int kC128LanesPerQuantBlock = kCompressorQuantBlock / kC128DimsPerLane;  // 4
+// One compressed row per warp. Lane l owns four chunks of 4 dims, chunk q being dims
+// [128 q + 4 l, +4): every load, and every store, of a warp then covers one contiguous stretch
+// (512 bytes of the f32 row; 128 or 256 bytes of the output). Chunk q of lanes 0..15 lies in
+// quant block 2q, of lanes 16..31 in block 2q + 1; chunk 3 of lanes 16..31 is the RoPE tail
+// (dims 448..511, pairs 2 (l - 16) and 2 (l - 16) + 1).
+constexpr int kC128Chunks = 4;
+constexpr int kC128ChunkDims = 4;
+constexpr int kC128ChunkStride = 32 * kC128ChunkDims;  // 128 dims between a lane's chunks
+constexpr int kC128TailChunk = kCompressorNopeDim / kC128ChunkStride;  // 3
+constexpr int kC128FirstTailLane = 16;
+constexpr int kC128LanesPerQuantBlock = kCompressorQuantBlock / kC128ChunkDims;  // 16
 // Active rows a warp loads before it processes them: the loads of both are in flight at once,
 // which is what keeps the memory busy when every token is a boundary (each warp then owns up
 // to 32 rows in turn).
 constexpr int kC128RowsInFlight = 2;
 
 struct C128Lane {
-  float v[kC128DimsPerLane];
+  float v[kC128Chunks][kC128ChunkDims];
 };
 
-// The lane's 16 floats of compressed_kv row `token` (read once per launch: streamed past L1).
+// First dim of chunk q of a lane.
+__device__ __forceinline__ int c128_chunk_dim(int lane, int q) {
+  return q * kC128ChunkStride + lane * kC128ChunkDims;
+}
+
+__device__ __forceinline__ bool c128_is_tail(int lane, int q) {
+  return q == kC128TailChunk && lane >= kC128FirstTailLane;
+}
+
+// The lane's chunks of compressed_kv row `token` (read once per launch: streamed past L1).
 __device__ __forceinline__ void load_c128_lane(const float* compressed_kv, long long token,
                                                int lane, C128Lane& x) {
-  const float* base = compressed_kv + token * kCompressorHeadSize + lane * kC128DimsPerLane;
+  const float* row = compressed_kv + token * kCompressorHeadSize;
 #pragma unroll
-  for (int q = 0; q < kC128DimsPerLane / 4; ++q) {
-    const Float4 f = load_streaming_float4(base + 4 * q);
-    x.v[4 * q] = f.x, x.v[4 * q + 1] = f.y, x.v[4 * q + 2] = f.z, x.v[4 * q + 3] = f.w;
+  for (int q = 0; q < kC128Chunks; ++q) {
+    const Float4 f = load_streaming_float4(row + c128_chunk_dim(lane, q));
+    x.v[q][0] = f.x, x.v[q][1] = f.y, x.v[q][2] = f.z, x.v[q][3] = f.w;
+  }
+}
+
+// Weights [first, first + 4) as floats (first is a multiple of 4: 16- or 8-byte loads).
+template <typename NormWeightT>
+__device__ __forceinline__ void load_norm_weights4(const void* weights, int first,
+                                                   float (&out)[4]) {
+  if constexpr (sizeof(NormWeightT) == sizeof(float)) {
+    const U32x4 w = load_u32x4(static_cast<const float*>(weights) + first);
+    out[0] = __uint_as_float(w.x), out[1] = __uint_as_float(w.y);
+    out[2] = __uint_as_float(w.z), out[3] = __uint_as_float(w.w);
+  } else {
+    u32 lo, hi;
+    asm volatile("ld.global.nc.v2.u32 {%0, %1}, [%2];"
+                 : "=r"(lo), "=r"(hi)
+                 : "l"(static_cast<const bf16_t*>(weights) + first));
+    out[0] = bf16x2_low(lo), out[1] = bf16x2_high(lo);
+    out[2] = bf16x2_low(hi), out[3] = bf16x2_high(hi);
   }
 }
 
@@ -422,29 +461,39 @@ __device__ __forceinline__ void c128_rms_norm(C128Lane& x, const void* weights, 
                                               float eps) {
   float sum_squares = 0.0f;
 #pragma unroll
-  for (int e = 0; e < kC128DimsPerLane; ++e) sum_squares = __fmaf_rn(x.v[e], x.v[e], sum_squares);
-  float weight_lo[8], weight_hi[8];
-  load_norm_weights8<NormWeightT>(weights, lane * kC128DimsPerLane, weight_lo);
-  load_norm_weights8<NormWeightT>(weights, lane * kC128DimsPerLane + 8, weight_hi);
+  for (int q = 0; q < kC128Chunks; ++q) {
+#pragma unroll
+    for (int e = 0; e < kC128ChunkDims; ++e)
+      sum_squares = __fmaf_rn(x.v[q][e], x.v[q][e], sum_squares);
+  }
+  float weight[kC128Chunks][kC128ChunkDims];
+#pragma unroll
+  for (int q = 0; q < kC128Chunks; ++q) {
+    load_norm_weights4<NormWeightT>(weights, c128_chunk_dim(lane, q), weight[q]);
+  }
   sum_squares = warp_sum(sum_squares);
   const float rrms =
       rsqrt_approx(__fadd_rn(__fmul_rn(sum_squares, 1.0f / kCompressorHeadSize), eps));
 #pragma unroll
-  for (int e = 0; e < kC128DimsPerLane; ++e) {
-    x.v[e] = __fmul_rn(__fmul_rn(x.v[e], rrms), e < 8 ? weight_lo[e] : weight_hi[e - 8]);
+  for (int q = 0; q < kC128Chunks; ++q) {
+#pragma unroll
+    for (int e = 0; e < kC128ChunkDims; ++e) {
+      x.v[q][e] = __fmul_rn(__fmul_rn(x.v[q][e], rrms), weight[q][e]);
+    }
   }
 }
 
-// GPT-J RoPE of a tail lane's 8 pairs: pair j = 8 (lane - 28) + k of the row at cpos.
+// GPT-J RoPE of a tail lane's 2 pairs (its chunk 3) with the row at cpos.
 __device__ __forceinline__ void c128_rotate_tail(C128Lane& y, const float* cos_sin_row, int lane) {
-  const int first_pair = (lane - kC128FirstRopeLane) * (kC128DimsPerLane / 2);
+  const int first_pair = (lane - kC128FirstTailLane) * (kC128ChunkDims / 2);
 #pragma unroll
-  for (int k = 0; k < kC128DimsPerLane / 2; ++k) {
+  for (int k = 0; k < kC128ChunkDims / 2; ++k) {
     const float cos_v = cos_sin_row[first_pair + k];
     const float sin_v = cos_sin_row[kCompressorRopeDim / 2 + first_pair + k];
-    const RotatedPair r = rope_rotate(y.v[2 * k], y.v[2 * k + 1], cos_v, sin_v);
-    y.v[2 * k] = r.even;
-    y.v[2 * k + 1] = r.odd;
+    float* pair = &y.v[kC128TailChunk][2 * k];
+    const RotatedPair r = rope_rotate(pair[0], pair[1], cos_v, sin_v);
+    pair[0] = r.even;
+    pair[1] = r.odd;
   }
 }
 
@@ -458,7 +507,7 @@ __device__ __forceinline__ const float* c128_cos_sin_row(const Params& params,
 // Starts fetching a tail lane's cos and sin values into L1 while the row loads are in flight, so
 // that the rotation after the norm does not wait a second memory latency. No registers held.
 __device__ __forceinline__ void prefetch_c128_cos_sin(const float* cos_sin_row, int lane) {
-  const float* cos_v = cos_sin_row + (lane - kC128FirstRopeLane) * (kC128DimsPerLane / 2);
+  const float* cos_v = cos_sin_row + (lane - kC128FirstTailLane) * (kC128ChunkDims / 2);
   asm volatile("prefetch.global.L1 [%0];" ::"l"(cos_v));
   asm volatile("prefetch.global.L1 [%0];" ::"l"(cos_v + kCompressorRopeDim / 2));
 }
@@ -477,7 +526,7 @@ __device__ __forceinline__ ActiveToken shuffle_active_token(const ActiveToken& r
 // (chunk_tokens over gridDim.x * warps chunks, so any positive grid covers every token once);
 // it examines them 32 at a time, one per lane (one coalesced read of their metadata), and
 // takes the active ones kC128RowsInFlight at a time: load their rows, RMSNorm, rotate the
-// tail, then `store(token, y)` with y the lane's 16 values. No barriers: warps never wait for
+// tail, then `store(token, y)` with y the lane's 4 chunks. No barriers: warps never wait for
 // each other, so a sparse batch costs one metadata latency per warp and a dense one streams.
 template <typename NormWeightT, typename Params, typename Store>
 __device__ __forceinline__ void for_each_c128_row(const Params& params, Store store) {
@@ -505,7 +554,7 @@ __device__ __forceinline__ void for_each_c128_row(const Params& params, Store st
           pending &= pending - 1u;
           rows[r] = shuffle_active_token(record, source);
           load_c128_lane(params.compressed_kv, rows[r].token, lane, y[r]);
-          if (lane >= kC128FirstRopeLane) {
+          if (lane >= kC128FirstTailLane) {
             prefetch_c128_cos_sin(c128_cos_sin_row(params, rows[r]), lane);
           }
           count = r + 1;
@@ -515,7 +564,7 @@ __device__ __forceinline__ void for_each_c128_row(const Params& params, Store st
       for (int r = 0; r < kC128RowsInFlight; ++r) {
         if (r < count) {
           c128_rms_norm<NormWeightT>(y[r], params.rms_norm_weight, lane, params.eps);
-          if (lane >= kC128FirstRopeLane) {
+          if (lane >= kC128FirstTailLane) {
             c128_rotate_tail(y[r], c128_cos_sin_row(params, rows[r]), lane);
           }
           store(rows[r], y[r]);
