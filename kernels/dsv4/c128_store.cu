@@ -58,6 +58,9 @@ __global__ void __launch_bounds__(kC128StoreThreads, kC128StoreMinBlocksPerSm)
       amax[c] = bf16x2_low(pair);
       amax[c + 1] = bf16x2_high(pair);
     }
+    // Exponent of chunk c in byte c (0 for the tail chunk); lane 0 holds blocks 0, 2, 4, 6 and
+    // lane 16 blocks 1, 3, 5, so one interleave of the two gives the row's 8 scale bytes.
+    u32 exponents = 0u;
 #pragma unroll
     for (int c = 0; c < kC128Chunks; ++c) {
       if (c128_is_tail(lane, c)) {  // the rotated tail as bf16, after the 448 code bytes
@@ -67,15 +70,17 @@ __global__ void __launch_bounds__(kC128StoreThreads, kC128StoreMinBlocksPerSm)
         continue;
       }
       const u32 exponent = ds_mla_scale_exponent(amax[c]);
+      exponents |= exponent << (8 * c);
       const float multiplier = ue8m0_inverse_scale(exponent);
       store_u32(row.data + c128_chunk_dim(lane, c),
                 quantize_e4m3x2(q[c][0], q[c][1], multiplier) |
                     (quantize_e4m3x2(q[c][2], q[c][3], multiplier) << 16));
-      if (lane % kC128LanesPerQuantBlock == 0) {  // lanes 0 and 16: one per quant block
-        store_u8(row.scales + c128_chunk_dim(lane, c) / kCompressorQuantBlock, exponent);
-      }
     }
-    if (lane == 0) store_u8(row.scales + kDsMlaScaleBytes - 1, 0u);
+    const u32 odd_blocks = __shfl_sync(kFullMask, exponents, kC128LanesPerQuantBlock);
+    if (lane == 0) {  // 7 exponents and the zero pad byte in one 8-byte store
+      store_u32x2(row.scales, byte_perm(exponents, odd_blocks, 0x5140u),
+                  byte_perm(exponents, odd_blocks, 0x7362u));
+    }
   });
 }
 
