@@ -159,9 +159,18 @@ __device__ __forceinline__ u32 max_bf16x2(u32 a, u32 b) {
 // --- Quantization ------------------------------------------------------------------------------
 
 // UE8M0 exponent of a 64-element fp8_ds_mla block from its BF16-exact amax:
-// ceil_pow2(max(1e-4, amax / 448)), with an IEEE division as the spec requires.
+// ceil_pow2(max(1e-4, amax / 448)) with the spec's IEEE division, computed without dividing.
+// For a bf16 amax (8 significant bits), RN(amax / 448) is a power of two only when the exact
+// quotient is one, so ceil_pow2 of the rounded quotient is ceil_pow2 of the exact one. The
+// product amax * f32(1/448) is within 2^-23 of the quotient while a bf16 amax just above
+// 448 * 2^m is 2^-8 above it, and at amax = 448 * 2^m the product rounds to 2^m exactly
+// (f32(1/448) exceeds 1/448 by 0.375 ulp): its ceil_pow2 is the same. The floor is the ceil of
+// 1e-4, 2^-13 (E = 114); infinity and NaN give what the division gives (255 and 114).
+// tests/unit/test_dsv4_ds_mla_scale.cpp checks every bf16 value against the division.
 __device__ __forceinline__ u32 ds_mla_scale_exponent(float amax) {
-  return ue8m0_ceil_pow2_bits(fmaxf(1e-4f, __fdiv_rn(amax, kCompressorFp8Max)));
+  constexpr u32 kFloor = 114u;
+  const u32 exponent = ue8m0_ceil_pow2_bits(amax * (1.0f / kCompressorFp8Max));
+  return exponent > kFloor ? exponent : kFloor;
 }
 
 // clamp(v, -448, 448) then e4m3 RNE-saturate, two at a time (`lo` in the low byte). The clamp
