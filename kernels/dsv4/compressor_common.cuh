@@ -174,10 +174,10 @@ __device__ __forceinline__ u32 ds_mla_scale_exponent(float amax) {
 }
 
 // clamp(v, -448, 448) then e4m3 RNE-saturate, two at a time (`lo` in the low byte). The clamp
-// only matters for NaN (fmaxf drops it), which the reference mirrors.
-__device__ __forceinline__ float clamp_fp8(float v) {
-  return fminf(fmaxf(v, -kCompressorFp8Max), kCompressorFp8Max);
-}
+// only matters for NaN (fmaxf drops it: NaN -> -448), which the reference mirrors. Its upper
+// half is the saturation the conversion does anyway (satfinite: anything above 448, +inf
+// included, gives 448), so one fmaxf per value gives the clamped result.
+__device__ __forceinline__ float clamp_fp8(float v) { return fmaxf(v, -kCompressorFp8Max); }
 
 __device__ __forceinline__ u32 quantize_e4m3x2(float lo, float hi, float multiplier) {
   return pack_e4m3x2_rn_sat(clamp_fp8(__fmul_rn(lo, multiplier)),
