@@ -1,15 +1,22 @@
 #include "zerojit/compile_pool.hpp"
 
+#include <dirent.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <vector>
 
 #include "zerojit/error.hpp"
 
@@ -177,6 +184,35 @@ NvrtcOutput decode_output(std::string_view bytes) {
   return output;
 }
 
+// Closes every descriptor of a new worker but 0-2 and `socket`, which it returns renumbered.
+// Whatever else the parent had open must not stay open in the worker: an flock()ed cache lock
+// file, say, would stay locked for other processes after the parent closed it.
+int keep_only_standard_streams_and(int socket) {
+  constexpr int kWorkerSocket = 3;
+  if (socket != kWorkerSocket) {
+    if (::dup2(socket, kWorkerSocket) < 0) ::_exit(1);
+    ::close(socket);
+  }
+#ifdef SYS_close_range
+  const bool closed = ::syscall(SYS_close_range, kWorkerSocket + 1, ~0U, 0) == 0;
+#else
+  const bool closed = false;
+#endif
+  if (!closed) {
+    // Kernels before 5.9: close what /proc lists (collected first: closing changes the list).
+    std::vector<int> open;
+    if (DIR* dir = ::opendir("/proc/self/fd")) {
+      while (const dirent* entry = ::readdir(dir)) {
+        const int fd = std::atoi(entry->d_name);
+        if (fd > kWorkerSocket && fd != ::dirfd(dir)) open.push_back(fd);
+      }
+      ::closedir(dir);
+    }
+    for (int fd : open) ::close(fd);
+  }
+  return kWorkerSocket;
+}
+
 // The worker's whole life: compile what arrives until the socket closes.
 [[noreturn]] void serve(int socket) {
   std::string request;
@@ -212,11 +248,10 @@ void CompileProcessPool::start() {
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets) != 0) break;
     const pid_t pid = ::fork();
     if (pid == 0) {
-      // The worker keeps only its own socket. It needs no other tie to the parent: when the
-      // parent exits, however it ends, the socket closes and serve() returns.
-      ::close(sockets[0]);
-      for (const Worker& other : workers_) ::close(other.socket);
-      serve(sockets[1]);
+      // The worker keeps only its own socket and the standard streams. It needs no other tie to
+      // the parent: when the parent exits, however it ends, the socket closes and serve()
+      // returns.
+      serve(keep_only_standard_streams_and(sockets[1]));
     }
     ::close(sockets[1]);
     if (pid < 0) {
@@ -232,9 +267,21 @@ void CompileProcessPool::start() {
 
 CompileProcessPool::~CompileProcessPool() {
   for (Worker& worker : workers_) ::close(worker.socket);  // the worker sees EOF and exits
+  // A worker still compiling finishes its compile first; one that does not exit within a few
+  // seconds (it should not happen) is killed rather than waited for forever.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   for (Worker& worker : workers_) {
-    int status = 0;
-    while (::waitpid(worker.pid, &status, 0) < 0 && errno == EINTR) {
+    for (;;) {
+      int status = 0;
+      const pid_t done = ::waitpid(worker.pid, &status, WNOHANG);
+      if (done == worker.pid || (done < 0 && errno != EINTR)) break;
+      if (std::chrono::steady_clock::now() > deadline) {
+        ::kill(worker.pid, SIGKILL);
+        while (::waitpid(worker.pid, &status, 0) < 0 && errno == EINTR) {
+        }
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }
 }

@@ -1,8 +1,10 @@
 // Compiles in worker processes (compile_pool.hpp): the same bytes as in-process NVRTC, errors
 // carried back whole, a dead worker costing nothing but its own use, and a warmup that compiles
 // through the pool. NVRTC for real; no GPU.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -122,6 +124,27 @@ TEST_F(CompilePool, ADeadWorkerFallsBackToThisProcessAndIsNotUsedAgain) {
   EXPECT_EQ(pool.fallbacks(), 1);
   EXPECT_EQ(pool.run(input).cubin, expected);  // no worker left: here again
   EXPECT_EQ(pool.fallbacks(), 2);
+}
+
+// A worker must not keep the parent's descriptors: a disk-cache lock file flock()ed while the
+// pool forks would otherwise stay locked for every other process after the parent closes it.
+TEST_F(CompilePool, WorkersHoldNoneOfTheParentsFiles) {
+  char path[] = "/tmp/zerojit-pool-lock-XXXXXX";
+  const int created = mkstemp(path);
+  ASSERT_GE(created, 0);
+  const int held = fcntl(created, F_DUPFD, 100);  // above the worker's own descriptors
+  ASSERT_GE(held, 100);
+  close(created);
+  ASSERT_EQ(flock(held, LOCK_EX), 0);
+  CompileProcessPool pool(2);
+  ASSERT_FALSE(pool.run(make_nvrtc_input(fill_program(2), "sm_90a")).cubin.empty());
+  ASSERT_EQ(pool.workers(), 2);  // forked while `held` was open and locked
+  close(held);
+  const int again = open(path, O_RDWR);
+  ASSERT_GE(again, 0);
+  EXPECT_EQ(flock(again, LOCK_EX | LOCK_NB), 0) << "a worker still holds the lock: " << errno;
+  close(again);
+  unlink(path);
 }
 
 TEST_F(CompilePool, WorkersExitWhenThePoolIsDestroyed) {
