@@ -6,7 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -23,7 +23,11 @@
 namespace zerojit {
 namespace {
 
-std::atomic<CompileProcessPool*> g_active{nullptr};
+// Installed pools, the latest last. A list rather than a saved "previous" pointer, so that
+// installations ending out of order (two warmups on two threads) never bring back a pool that
+// is gone.
+std::mutex g_installed_mutex;
+std::vector<CompileProcessPool*> g_installed;
 
 // --- Framing: a message is a u64 length and that many bytes; inside, strings are a u64
 // length and their bytes, lists a u64 count and their items. ----------------------------------
@@ -45,11 +49,14 @@ class Encoder {
   std::string bytes_;
 };
 
+// A message that ends before its fields do: the other side is broken, not the compile.
+struct TruncatedMessage {};
+
 class Decoder {
  public:
   explicit Decoder(std::string_view bytes) : rest_(bytes) {}
   std::uint64_t number() {
-    if (rest_.size() < 8) throw Error("compile worker: truncated message");
+    if (rest_.size() < 8) throw TruncatedMessage{};
     std::uint64_t value;
     std::memcpy(&value, rest_.data(), 8);
     rest_.remove_prefix(8);
@@ -57,7 +64,7 @@ class Decoder {
   }
   std::string text() {
     const std::uint64_t size = number();
-    if (rest_.size() < size) throw Error("compile worker: truncated message");
+    if (rest_.size() < size) throw TruncatedMessage{};
     std::string value(rest_.substr(0, size));
     rest_.remove_prefix(size);
     return value;
@@ -221,6 +228,8 @@ int keep_only_standard_streams_and(int socket) {
     std::string response;
     try {
       response = encode_output(run_nvrtc(decode_input(request)));
+    } catch (const TruncatedMessage&) {
+      break;  // not a request of ours: leave, the parent falls back
     } catch (const CompileError& error) {
       reply.number(kCompileError);
       reply.text(error.kernel());
@@ -347,19 +356,33 @@ NvrtcOutput CompileProcessPool::run(const NvrtcInput& input) {
     release(worker, true);
     return run_nvrtc(input);  // nothing lost: compile here instead
   }
-  release(worker, false);
-  return decode_output(response);
+  try {
+    NvrtcOutput output = decode_output(response);  // or the compile's own error, rethrown
+    release(worker, false);
+    return output;
+  } catch (const TruncatedMessage&) {
+    release(worker, true);
+    return run_nvrtc(input);
+  } catch (...) {
+    release(worker, false);
+    throw;
+  }
 }
 
 CompileProcessPool* CompileProcessPool::active() {
-  return g_active.load(std::memory_order_acquire);
+  std::lock_guard lock(g_installed_mutex);
+  return g_installed.empty() ? nullptr : g_installed.back();
 }
 
-CompileProcessPool::Installation::Installation(CompileProcessPool& pool)
-    : previous_(g_active.exchange(&pool, std::memory_order_acq_rel)) {}
+CompileProcessPool::Installation::Installation(CompileProcessPool& pool) : pool_(&pool) {
+  std::lock_guard lock(g_installed_mutex);
+  g_installed.push_back(pool_);
+}
 
 CompileProcessPool::Installation::~Installation() {
-  g_active.store(previous_, std::memory_order_release);
+  std::lock_guard lock(g_installed_mutex);
+  const auto it = std::find(g_installed.begin(), g_installed.end(), pool_);
+  if (it != g_installed.end()) g_installed.erase(it);
 }
 
 }  // namespace zerojit

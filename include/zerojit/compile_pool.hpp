@@ -50,7 +50,8 @@ class CompileProcessPool {
   // The pool compile_program uses, or null.
   static CompileProcessPool* active();
 
-  // Installs a pool for compile_program while it lives.
+  // Installs a pool for compile_program while it lives (the latest installation still alive
+  // wins; they may end in any order).
   class Installation {
    public:
     explicit Installation(CompileProcessPool& pool);
@@ -59,7 +60,7 @@ class CompileProcessPool {
     Installation& operator=(const Installation&) = delete;
 
    private:
-    CompileProcessPool* previous_;
+    CompileProcessPool* pool_;
   };
 
  private:

@@ -10,6 +10,7 @@
 
 #include <dirent.h>
 
+#include <memory>
 #include <set>
 #include <thread>
 
@@ -145,6 +146,18 @@ TEST_F(CompilePool, WorkersHoldNoneOfTheParentsFiles) {
   EXPECT_EQ(flock(again, LOCK_EX | LOCK_NB), 0) << "a worker still holds the lock: " << errno;
   close(again);
   unlink(path);
+}
+
+TEST_F(CompilePool, InstallationsMayEndInAnyOrder) {
+  CompileProcessPool first(1), second(1);
+  EXPECT_EQ(CompileProcessPool::active(), nullptr);
+  auto a = std::make_unique<CompileProcessPool::Installation>(first);
+  auto b = std::make_unique<CompileProcessPool::Installation>(second);
+  EXPECT_EQ(CompileProcessPool::active(), &second);
+  a.reset();  // the older one ends first: the newer stays active
+  EXPECT_EQ(CompileProcessPool::active(), &second);
+  b.reset();
+  EXPECT_EQ(CompileProcessPool::active(), nullptr);  // and nothing comes back
 }
 
 TEST_F(CompilePool, WorkersExitWhenThePoolIsDestroyed) {
