@@ -15,9 +15,6 @@ constexpr unsigned kFullMask = 0xFFFFFFFFu;
 struct Float4 {
   float x, y, z, w;
 };
-struct Float2 {
-  float x, y;
-};
 struct U32x4 {
   u32 x, y, z, w;
 };
@@ -34,12 +31,6 @@ __device__ __forceinline__ Float4 load_streaming_float4(const float* address) {
   return v;
 }
 
-__device__ __forceinline__ Float2 load_float2(const float* address) {
-  Float2 v;
-  asm volatile("ld.global.nc.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "l"(address));
-  return v;
-}
-
 __device__ __forceinline__ U32x4 load_u32x4(const void* address) {
   U32x4 v;
   asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
@@ -48,10 +39,8 @@ __device__ __forceinline__ U32x4 load_u32x4(const void* address) {
   return v;
 }
 
-__device__ __forceinline__ u32 load_u32(const void* address) {
-  u32 v;
-  asm volatile("ld.global.nc.u32 %0, [%1];" : "=r"(v) : "l"(address));
-  return v;
+__device__ __forceinline__ void load_u32x2(const void* address, u32& lo, u32& hi) {
+  asm volatile("ld.global.nc.v2.u32 {%0, %1}, [%2];" : "=r"(lo), "=r"(hi) : "l"(address));
 }
 
 __device__ __forceinline__ void store_u32x4(unsigned char* address, u32 a, u32 b, u32 c, u32 d) {
@@ -66,10 +55,6 @@ __device__ __forceinline__ void store_u32x2(unsigned char* address, u32 a, u32 b
 
 __device__ __forceinline__ void store_u32(unsigned char* address, u32 v) {
   asm volatile("st.global.u32 [%0], %1;" ::"l"(address), "r"(v) : "memory");
-}
-
-__device__ __forceinline__ void store_u16(unsigned char* address, u16 v) {
-  asm volatile("st.global.u16 [%0], %1;" ::"l"(address), "h"(v) : "memory");
 }
 
 __device__ __forceinline__ void store_u8(unsigned char* address, u32 v) {
@@ -110,24 +95,6 @@ __device__ __forceinline__ void load_norm_weights8<bf16_t>(const void* weights, 
   out[5] = bf16x2_high(packed.z);
   out[6] = bf16x2_low(packed.w);
   out[7] = bf16x2_high(packed.w);
-}
-
-// Weights [first, first + 2) as floats (first even).
-template <typename NormWeightT>
-__device__ __forceinline__ Float2 load_norm_weights2(const void* weights, int first);
-
-template <>
-__device__ __forceinline__ Float2 load_norm_weights2<float>(const void* weights, int first) {
-  return load_float2(static_cast<const float*>(weights) + first);
-}
-
-template <>
-__device__ __forceinline__ Float2 load_norm_weights2<bf16_t>(const void* weights, int first) {
-  const u32 packed = load_u32(static_cast<const bf16_t*>(weights) + first);
-  Float2 v;
-  v.x = bf16x2_low(packed);
-  v.y = bf16x2_high(packed);
-  return v;
 }
 
 // --- Reductions --------------------------------------------------------------------------------
@@ -453,9 +420,7 @@ __device__ __forceinline__ void load_norm_weights4(const void* weights, int firs
     out[2] = __uint_as_float(w.z), out[3] = __uint_as_float(w.w);
   } else {
     u32 lo, hi;
-    asm volatile("ld.global.nc.v2.u32 {%0, %1}, [%2];"
-                 : "=r"(lo), "=r"(hi)
-                 : "l"(static_cast<const bf16_t*>(weights) + first));
+    load_u32x2(static_cast<const bf16_t*>(weights) + first, lo, hi);
     out[0] = bf16x2_low(lo), out[1] = bf16x2_high(lo);
     out[2] = bf16x2_low(hi), out[3] = bf16x2_high(hi);
   }
