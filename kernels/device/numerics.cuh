@@ -52,6 +52,32 @@ __device__ __forceinline__ float bf16x2_high(u32 packed) {
   return __uint_as_float(packed & 0xFFFF0000u);
 }
 
+// Packed bf16x2 arithmetic, one rounding to nearest even per half. min/max return the other
+// operand when one is NaN (IEEE minNum/maxNum, like fminf/fmaxf).
+__device__ __forceinline__ u32 mul_bf16x2_rn(u32 a, u32 b) {
+  u32 d;
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
+__device__ __forceinline__ u32 fma_bf16x2_rn(u32 a, u32 b, u32 c) {
+  u32 d;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+
+__device__ __forceinline__ u32 max_bf16x2(u32 a, u32 b) {
+  u32 d;
+  asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
+__device__ __forceinline__ u32 min_bf16x2(u32 a, u32 b) {
+  u32 d;
+  asm("min.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
 // --- FP8 E4M3 (OCP E4M3FN) -----------------------------------------------------------------
 
 // Two floats -> two e4m3 codes, RNE, saturating to +-448, `lo` in the low byte.
@@ -134,18 +160,6 @@ __device__ __forceinline__ E2m1BlockScale e2m1_block_scale(u32 exponent) {
   s.inverse = __uint_as_float((254u - exponent) << 23);
   s.inverse_x2 = ((254u - exponent) << 7) * 0x00010001u;
   return s;
-}
-
-__device__ __forceinline__ u32 fma_bf16x2_rn(u32 a, u32 b, u32 c) {
-  u32 d;
-  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-  return d;
-}
-
-__device__ __forceinline__ u32 min_bf16x2(u32 a, u32 b) {
-  u32 d;
-  asm("min.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-  return d;
 }
 
 __device__ __forceinline__ u32 byte_perm(u32 a, u32 b, u32 selector) {

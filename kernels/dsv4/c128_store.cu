@@ -6,7 +6,8 @@
 //                     39168).
 //   NormWeightT       element type of rms_norm_weight: `float` or `zj::bf16_t`.
 // Launch: grid = c128_store_grid(num_tokens) CTAs (any positive grid is correct), block =
-//   kC128StoreThreads (256), no dynamic shared memory. One warp per row (for_each_c128_row in
+//   kC128StoreThreads (256), 48 KiB of static shared memory (each warp's row staging),
+//   no dynamic shared memory. One warp per row (for_each_c128_row in
 //   compressor_common.cuh): lane l holds dims [128 q + 4 l, +4) for q = 0..3, so a half-warp
 //   holds a quant block's 64 dims and each store of the warp is contiguous; chunk 3 of lanes
 //   16..31 is the rotated tail.

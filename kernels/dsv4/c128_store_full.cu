@@ -5,7 +5,8 @@
 //   StoreFullFp8  false: bf16 rows; true: e4m3 rows scaled by 1 / fp8_scale[0].
 //   NormWeightT   element type of rms_norm_weight: `float` or `zj::bf16_t`.
 // Launch: grid = c128_store_grid(num_tokens) CTAs (any positive grid is correct), block =
-//   kC128StoreThreads (256), no dynamic shared memory. One warp per row as in c128_store.cu:
+//   kC128StoreThreads (256), 48 KiB of static shared memory (each warp's row staging),
+//   no dynamic shared memory. One warp per row as in c128_store.cu:
 //   lane l owns dims [128 q + 4 l, +4), q = 0..3; lanes 16..31 rotate the tail in chunk 3.
 // Writes, for each active token only, the row at
 //   vbase = (kv_slot / B) * kv_block_stride_bytes + (kv_slot % B) * kv_row_stride_bytes:

@@ -4,6 +4,7 @@
 // so the CPU references in kernels/dsv4/reference/compressor.cpp can mirror them.
 #pragma once
 
+#include "device/async_copy.cuh"
 #include "device/numerics.cuh"
 #include "dsv4/compressor_params.h"
 
@@ -115,12 +116,6 @@ __device__ __forceinline__ float group_max(float v) {
     v = fmaxf(v, __shfl_xor_sync(kFullMask, v, offset));
   }
   return v;
-}
-
-__device__ __forceinline__ u32 max_bf16x2(u32 a, u32 b) {
-  u32 result;
-  asm("max.bf16x2 %0, %1, %2;" : "=r"(result) : "r"(a), "r"(b));
-  return result;
 }
 
 // --- Quantization ------------------------------------------------------------------------------
@@ -381,10 +376,12 @@ constexpr int kC128ChunkStride = 32 * kC128ChunkDims;  // 128 dims between a lan
 constexpr int kC128TailChunk = kCompressorNopeDim / kC128ChunkStride;  // 3
 constexpr int kC128FirstTailLane = 16;
 constexpr int kC128LanesPerQuantBlock = kCompressorQuantBlock / kC128ChunkDims;  // 16
-// Active rows a warp loads before it processes them: the loads of both are in flight at once,
-// which is what keeps the memory busy when every token is a boundary (each warp then owns up
-// to 32 rows in turn).
-constexpr int kC128RowsInFlight = 2;
+// Rows a warp streams through shared memory at once: while it normalizes, rotates and stores
+// one active row, the copies of the next kC128Stages - 1 are in flight. 8 warps x 3 stages x
+// 2 KiB = 48 KiB a CTA, the static shared-memory limit.
+constexpr int kC128Stages = 3;
+constexpr int kC128StoreWarps = kC128StoreThreads / 32;
+constexpr int kC128StageBytes = kCompressorHeadSize * 4;  // one f32 row
 
 struct C128Lane {
   float v[kC128Chunks][kC128ChunkDims];
@@ -399,39 +396,68 @@ __device__ __forceinline__ bool c128_is_tail(int lane, int q) {
   return q == kC128TailChunk && lane >= kC128FirstTailLane;
 }
 
-// The lane's chunks of compressed_kv row `token` (read once per launch: streamed past L1).
-__device__ __forceinline__ void load_c128_lane(const float* compressed_kv, long long token,
-                                               int lane, C128Lane& x) {
+// Starts copying the lane's chunks of compressed_kv row `token` (read once per launch: L2
+// only) into the stage at `lane_stage` (the lane's own 16 bytes of chunk 0 of that stage).
+__device__ __forceinline__ void copy_c128_lane_async(const float* compressed_kv, long long token,
+                                                     int lane, u32 lane_stage) {
   const float* row = compressed_kv + token * kCompressorHeadSize;
 #pragma unroll
   for (int q = 0; q < kC128Chunks; ++q) {
-    const Float4 f = load_streaming_float4(row + c128_chunk_dim(lane, q));
-    x.v[q][0] = f.x, x.v[q][1] = f.y, x.v[q][2] = f.z, x.v[q][3] = f.w;
+    copy_async_16b_stream(lane_stage + q * kC128ChunkStride * 4, row + c128_chunk_dim(lane, q));
   }
 }
 
-// Weights [first, first + 4) as floats (first is a multiple of 4: 16- or 8-byte loads).
-template <typename NormWeightT>
-__device__ __forceinline__ void load_norm_weights4(const void* weights, int first,
-                                                   float (&out)[4]) {
-  if constexpr (sizeof(NormWeightT) == sizeof(float)) {
-    const U32x4 w = load_u32x4(static_cast<const float*>(weights) + first);
-    out[0] = __uint_as_float(w.x), out[1] = __uint_as_float(w.y);
-    out[2] = __uint_as_float(w.z), out[3] = __uint_as_float(w.w);
-  } else {
-    u32 lo, hi;
-    load_u32x2(static_cast<const bf16_t*>(weights) + first, lo, hi);
-    out[0] = bf16x2_low(lo), out[1] = bf16x2_high(lo);
-    out[2] = bf16x2_low(hi), out[3] = bf16x2_high(hi);
+// Reads back what copy_c128_lane_async copied for this lane (after the wait for its group).
+__device__ __forceinline__ void read_c128_lane(u32 lane_stage, C128Lane& x) {
+#pragma unroll
+  for (int q = 0; q < kC128Chunks; ++q) {
+    u32 words[4];
+    load_shared_16b(lane_stage + q * kC128ChunkStride * 4, words);
+#pragma unroll
+    for (int e = 0; e < kC128ChunkDims; ++e) x.v[q][e] = __uint_as_float(words[e]);
   }
 }
+
+// A lane's 16 RMSNorm weights, dims c128_chunk_dim(lane, q) + e, as loaded: bf16 pairs stay
+// packed (8 registers) until used. Loaded for every row, at the top of its iteration, so that
+// the L1 latency overlaps the wait for the row's copy; holding them across rows would cost
+// their registers for the whole loop.
+template <typename NormWeightT>
+struct C128LaneWeights;
+
+template <>
+struct C128LaneWeights<float> {
+  float w[kC128Chunks][kC128ChunkDims];
+  __device__ __forceinline__ void load(const void* weights, int lane) {
+#pragma unroll
+    for (int q = 0; q < kC128Chunks; ++q) {
+      const U32x4 v = load_u32x4(static_cast<const float*>(weights) + c128_chunk_dim(lane, q));
+      w[q][0] = __uint_as_float(v.x), w[q][1] = __uint_as_float(v.y);
+      w[q][2] = __uint_as_float(v.z), w[q][3] = __uint_as_float(v.w);
+    }
+  }
+  __device__ __forceinline__ float at(int q, int e) const { return w[q][e]; }
+};
+
+template <>
+struct C128LaneWeights<bf16_t> {
+  u32 pairs[kC128Chunks][kC128ChunkDims / 2];
+  __device__ __forceinline__ void load(const void* weights, int lane) {
+#pragma unroll
+    for (int q = 0; q < kC128Chunks; ++q) {
+      load_u32x2(static_cast<const bf16_t*>(weights) + c128_chunk_dim(lane, q), pairs[q][0],
+                 pairs[q][1]);
+    }
+  }
+  __device__ __forceinline__ float at(int q, int e) const {
+    return e % 2 == 0 ? bf16x2_low(pairs[q][e / 2]) : bf16x2_high(pairs[q][e / 2]);
+  }
+};
 
 // y = (x * rrms) * weight with rrms = rsqrt(mean(x^2) + eps); the sum of squares is the lane's
-// 16 in order, then a warp butterfly (identical bits in every lane). The weights are loaded
-// here, after the row (L1-resident after the first row): holding them across the loop would
-// cost 16 registers a thread, i.e. resident warps.
+// 16 in order, then a warp butterfly (identical bits in every lane).
 template <typename NormWeightT>
-__device__ __forceinline__ void c128_rms_norm(C128Lane& x, const void* weights, int lane,
+__device__ __forceinline__ void c128_rms_norm(C128Lane& x, const C128LaneWeights<NormWeightT>& w,
                                               float eps) {
   float sum_squares = 0.0f;
 #pragma unroll
@@ -440,11 +466,6 @@ __device__ __forceinline__ void c128_rms_norm(C128Lane& x, const void* weights, 
     for (int e = 0; e < kC128ChunkDims; ++e)
       sum_squares = __fmaf_rn(x.v[q][e], x.v[q][e], sum_squares);
   }
-  float weight[kC128Chunks][kC128ChunkDims];
-#pragma unroll
-  for (int q = 0; q < kC128Chunks; ++q) {
-    load_norm_weights4<NormWeightT>(weights, c128_chunk_dim(lane, q), weight[q]);
-  }
   sum_squares = warp_sum(sum_squares);
   const float rrms =
       rsqrt_approx(__fadd_rn(__fmul_rn(sum_squares, 1.0f / kCompressorHeadSize), eps));
@@ -452,20 +473,34 @@ __device__ __forceinline__ void c128_rms_norm(C128Lane& x, const void* weights, 
   for (int q = 0; q < kC128Chunks; ++q) {
 #pragma unroll
     for (int e = 0; e < kC128ChunkDims; ++e) {
-      x.v[q][e] = __fmul_rn(__fmul_rn(x.v[q][e], rrms), weight[q][e]);
+      x.v[q][e] = __fmul_rn(__fmul_rn(x.v[q][e], rrms), w.at(q, e));
     }
   }
 }
 
-// GPT-J RoPE of a tail lane's 2 pairs (its chunk 3) with the row at cpos.
-__device__ __forceinline__ void c128_rotate_tail(C128Lane& y, const float* cos_sin_row, int lane) {
+// A tail lane's cos and sin values for its 2 pairs (loaded early, like the weights).
+struct C128TailRope {
+  float cos_v[kC128ChunkDims / 2];
+  float sin_v[kC128ChunkDims / 2];
+};
+
+__device__ __forceinline__ C128TailRope load_c128_tail_rope(const float* cos_sin_row, int lane) {
   const int first_pair = (lane - kC128FirstTailLane) * (kC128ChunkDims / 2);
+  C128TailRope rope;
 #pragma unroll
   for (int k = 0; k < kC128ChunkDims / 2; ++k) {
-    const float cos_v = cos_sin_row[first_pair + k];
-    const float sin_v = cos_sin_row[kCompressorRopeDim / 2 + first_pair + k];
+    rope.cos_v[k] = cos_sin_row[first_pair + k];
+    rope.sin_v[k] = cos_sin_row[kCompressorRopeDim / 2 + first_pair + k];
+  }
+  return rope;
+}
+
+// GPT-J RoPE of a tail lane's 2 pairs (its chunk 3) with the row at cpos.
+__device__ __forceinline__ void c128_rotate_tail(C128Lane& y, const C128TailRope& rope) {
+#pragma unroll
+  for (int k = 0; k < kC128ChunkDims / 2; ++k) {
     float* pair = &y.v[kC128TailChunk][2 * k];
-    const RotatedPair r = rope_rotate(pair[0], pair[1], cos_v, sin_v);
+    const RotatedPair r = rope_rotate(pair[0], pair[1], rope.cos_v[k], rope.sin_v[k]);
     pair[0] = r.even;
     pair[1] = r.odd;
   }
@@ -473,9 +508,8 @@ __device__ __forceinline__ void c128_rotate_tail(C128Lane& y, const float* cos_s
 
 // The cos/sin row of a boundary token: cpos = p - 127 (= (p / 128) * 128).
 template <typename Params>
-__device__ __forceinline__ const float* c128_cos_sin_row(const Params& params,
-                                                         const ActiveToken& token) {
-  return params.cos_sin_cache + (token.position - (kC128Ratio - 1)) * params.cos_sin_stride;
+__device__ __forceinline__ const float* c128_cos_sin_row(const Params& params, long long position) {
+  return params.cos_sin_cache + (position - (kC128Ratio - 1)) * params.cos_sin_stride;
 }
 
 // Starts fetching a tail lane's cos and sin values into L1 while the row loads are in flight, so
@@ -486,10 +520,11 @@ __device__ __forceinline__ void prefetch_c128_cos_sin(const float* cos_sin_row, 
   asm volatile("prefetch.global.L1 [%0];" ::"l"(cos_v + kCompressorRopeDim / 2));
 }
 
-// Fetches field values of lane `source`'s ActiveToken (warp-uniform source).
+// The position and kv slot of lane `source`'s ActiveToken (warp-uniform source): what the
+// rotation and the store need once the row's copy has started (token is left -1).
 __device__ __forceinline__ ActiveToken shuffle_active_token(const ActiveToken& record, int source) {
   ActiveToken t;
-  t.token = __shfl_sync(kFullMask, record.token, source);
+  t.token = -1;
   t.position = __shfl_sync(kFullMask, record.position, source);
   t.kv_slot = __shfl_sync(kFullMask, record.kv_slot, source);
   t.request = 0;
@@ -499,17 +534,21 @@ __device__ __forceinline__ ActiveToken shuffle_active_token(const ActiveToken& r
 // The driver of both C128 stores. Every warp of the grid owns a contiguous range of tokens
 // (chunk_tokens over gridDim.x * warps chunks, so any positive grid covers every token once);
 // it examines them 32 at a time, one per lane (one coalesced read of their metadata), and
-// takes the active ones kC128RowsInFlight at a time: load their rows, RMSNorm, rotate the
-// tail, then `store(token, y)` with y the lane's 4 chunks. No barriers: warps never wait for
-// each other, so a sparse batch costs one metadata latency per warp and a dense one streams.
+// streams the active ones through its kC128Stages shared-memory stages: active row i sits in
+// stage i % kC128Stages, and its copy starts while row i - kC128Stages + 1 is being processed
+// (RMSNorm, tail rotation, then `store(token, y)` with y the lane's 4 chunks). Each lane reads
+// back only the bytes it copied itself, so no barrier is needed: warps never wait for each
+// other, a sparse batch costs one metadata latency per warp and a dense one keeps two rows of
+// every warp in flight while it computes.
 template <typename NormWeightT, typename Params, typename Store>
 __device__ __forceinline__ void for_each_c128_row(const Params& params, Store store) {
+  __shared__ alignas(16) unsigned char staging[kC128StoreWarps][kC128Stages][kC128StageBytes];
   const int lane = threadIdx.x & 31;
-  const int warps_per_cta = blockDim.x >> 5;
-  const long long warp_index =
-      static_cast<long long>(blockIdx.x) * warps_per_cta + (threadIdx.x >> 5);
+  const int warp = threadIdx.x >> 5;
+  const long long warp_index = static_cast<long long>(blockIdx.x) * kC128StoreWarps + warp;
   const TokenRange range = chunk_tokens(params.num_tokens, warp_index,
-                                        static_cast<long long>(gridDim.x) * warps_per_cta);
+                                        static_cast<long long>(gridDim.x) * kC128StoreWarps);
+  const u32 lane_staging = shared_address(&staging[warp][0][0]) + lane * kC128ChunkDims * 4;
 
   for (long long first = range.begin; first < range.end; first += 32) {
     ActiveToken record = {};
@@ -517,33 +556,49 @@ __device__ __forceinline__ void for_each_c128_row(const Params& params, Store st
     const bool active = token < range.end && c128_store_examine_token(params, token, record);
     unsigned pending = __ballot_sync(kFullMask, active);
     if (pending == 0u) continue;
+
+    // Starts the next active row's copy into `stage` (if any row is left) and always commits
+    // one group, so that wait_copies counts rows. Warp-uniform: the shuffles see every lane.
+    unsigned to_copy = pending;
+    auto copy_next = [&](int stage) {
+      if (to_copy != 0u) {
+        const int source = __ffs(to_copy) - 1;
+        to_copy &= to_copy - 1u;
+        const long long row_token = __shfl_sync(kFullMask, record.token, source);
+        const long long position = __shfl_sync(kFullMask, record.position, source);
+        copy_c128_lane_async(params.compressed_kv, row_token, lane,
+                             lane_staging + stage * kC128StageBytes);
+        if (lane >= kC128FirstTailLane) {
+          prefetch_c128_cos_sin(c128_cos_sin_row(params, position), lane);
+        }
+      }
+      commit_copies();
+    };
+#pragma unroll
+    for (int stage = 0; stage < kC128Stages - 1; ++stage) copy_next(stage);
+
+    int stage = 0;
     while (pending != 0u) {
-      ActiveToken rows[kC128RowsInFlight];
-      C128Lane y[kC128RowsInFlight];
-      int count = 0;
-#pragma unroll
-      for (int r = 0; r < kC128RowsInFlight; ++r) {
-        if (pending != 0u) {
-          const int source = __ffs(pending) - 1;
-          pending &= pending - 1u;
-          rows[r] = shuffle_active_token(record, source);
-          load_c128_lane(params.compressed_kv, rows[r].token, lane, y[r]);
-          if (lane >= kC128FirstTailLane) {
-            prefetch_c128_cos_sin(c128_cos_sin_row(params, rows[r]), lane);
-          }
-          count = r + 1;
-        }
+      const int source = __ffs(pending) - 1;
+      pending &= pending - 1u;
+      const ActiveToken row = shuffle_active_token(record, source);
+      // L1 hits (the weights after the first row, cos/sin after its prefetch) issued before
+      // the wait, so that their latency hides behind it.
+      C128LaneWeights<NormWeightT> weights;
+      weights.load(params.rms_norm_weight, lane);
+      C128TailRope rope = {};
+      if (lane >= kC128FirstTailLane) {
+        rope = load_c128_tail_rope(c128_cos_sin_row(params, row.position), lane);
       }
-#pragma unroll
-      for (int r = 0; r < kC128RowsInFlight; ++r) {
-        if (r < count) {
-          c128_rms_norm<NormWeightT>(y[r], params.rms_norm_weight, lane, params.eps);
-          if (lane >= kC128FirstTailLane) {
-            c128_rotate_tail(y[r], c128_cos_sin_row(params, rows[r]), lane);
-          }
-          store(rows[r], y[r]);
-        }
-      }
+      wait_copies<kC128Stages - 2>();  // this row's group is done; the later ones may not be
+      C128Lane y;
+      read_c128_lane(lane_staging + stage * kC128StageBytes, y);
+      // The previous row's stage: read in the previous iteration, free again.
+      copy_next(stage == 0 ? kC128Stages - 1 : stage - 1);
+      c128_rms_norm(y, weights, params.eps);
+      if (lane >= kC128FirstTailLane) c128_rotate_tail(y, rope);
+      store(row, y);
+      stage = stage + 1 == kC128Stages ? 0 : stage + 1;
     }
   }
 }
