@@ -21,7 +21,7 @@ class CudaBackend final : public Backend {
   LoadedFunction load(const CompiledArtifact& artifact, std::string_view lowered_name,
                       int device) override {
     const cuda::DriverApi& api = cuda::driver();
-    cuda::make_device_current(device);
+    const cuda::ScopedDevice scope(device);  // the caller's thread keeps its context
     LoadedFunction loaded;
     loaded.device = device;
     cuda::check(api.cuModuleLoadData(&loaded.module, artifact.cubin.data()),

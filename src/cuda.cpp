@@ -201,6 +201,17 @@ void make_device_current(int ordinal) {
   check(api.cuCtxSetCurrent(context), "cuCtxSetCurrent");
 }
 
+ScopedDevice::ScopedDevice(int ordinal) {
+  check(driver().cuCtxGetCurrent(&previous_), "cuCtxGetCurrent");
+  make_device_current(ordinal);
+}
+
+ScopedDevice::~ScopedDevice() {
+  // Nothing to report from a destructor: a failure here leaves the device's context current,
+  // the behaviour of a thread that had none.
+  if (previous_ != nullptr) driver().cuCtxSetCurrent(previous_);
+}
+
 bool stream_is_capturing(Stream stream) {
   int status = kStreamCaptureStatusNone;
   check(driver().cuStreamIsCapturing(stream, &status), "cuStreamIsCapturing");

@@ -71,10 +71,14 @@ void Monitor::on_jit(const JitEvent& event) {
     sink = sink_;
   }
   if (current == MonitorMode::error) {
-    throw RuntimeJitError(event.kernel, event.key, event.descriptors,
-                          std::string(to_string(event.kind)) +
-                              " after warmup (monitor in error mode): the warmup space of this "
-                              "kernel does not cover this runtime call");
+    // A load without a compile means the key was warmed, but not on the launch's device.
+    throw RuntimeJitError(
+        event.kernel, event.key, event.descriptors,
+        event.kind == JitEventKind::load
+            ? "load after warmup (monitor in error mode): the key was compiled but never loaded "
+              "on this launch's device; warm up every device the runtime launches on"
+            : "compile after warmup (monitor in error mode): the warmup space of this kernel "
+              "does not cover this runtime call");
   }
   if (!report) return;
   message +=

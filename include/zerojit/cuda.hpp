@@ -137,6 +137,21 @@ std::string target_arch_for(int compute_major, int compute_minor);
 // process). Kernels launch in whatever context is current, as with any CUDA library.
 void make_device_current(int ordinal);
 
+// Makes the device's primary context current for a scope (a module load on that device), then
+// puts back the context the thread had: loading for device 1 never leaves a caller that works
+// on device 0 in device 1's context. A thread that had no current context keeps the device's,
+// so that its launches find a context as they did before.
+class ScopedDevice {
+ public:
+  explicit ScopedDevice(int ordinal);
+  ~ScopedDevice();
+  ScopedDevice(const ScopedDevice&) = delete;
+  ScopedDevice& operator=(const ScopedDevice&) = delete;
+
+ private:
+  Context previous_ = nullptr;
+};
+
 // Whether the stream is being captured into a CUDA graph.
 bool stream_is_capturing(Stream stream);
 

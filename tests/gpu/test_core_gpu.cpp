@@ -27,8 +27,10 @@ class CoreGpu : public ::testing::Test {
   }
 };
 
+// y = 1.5 x + y on `device` (whose context the caller made current), checked element by
+// element, with every element outside the vector unchanged.
 template <class T>
-void check_scale_add(std::int64_t length, std::uintptr_t misalign_elements) {
+void check_scale_add(std::int64_t length, std::uintptr_t misalign_elements, int device = 0) {
   std::mt19937_64 rng(static_cast<std::uint64_t>(length) * 7919 + misalign_elements);
   std::uniform_real_distribution<T> dist(-4, 4);
   const std::size_t total = static_cast<std::size_t>(length) + misalign_elements + 8;
@@ -37,7 +39,8 @@ void check_scale_add(std::int64_t length, std::uintptr_t misalign_elements) {
   for (auto& v : y) v = dist(rng);
   DeviceBuffer dx(x), dy(y);
   const DType dtype = sizeof(T) == 4 ? DType::f32 : DType::f64;
-  const auto desc = TensorDesc::contiguous(dtype, {length});
+  auto desc = TensorDesc::contiguous(dtype, {length});
+  desc.device = Device::cuda(device);
   examples::ScaleAddArgs args;
   args.x = make_tensor_ref(static_cast<T*>(dx.get()) + misalign_elements, desc);
   args.y = make_tensor_ref(static_cast<T*>(dy.get()) + misalign_elements, desc);
@@ -47,11 +50,13 @@ void check_scale_add(std::int64_t length, std::uintptr_t misalign_elements) {
   for (std::size_t i = 0; i < total; ++i) {
     const bool inside = i >= misalign_elements && i < misalign_elements + static_cast<std::size_t>(length);
     if (!inside) {
-      ASSERT_EQ(out[i], y[i]) << "element " << i << " outside the vector changed";
+      ASSERT_EQ(out[i], y[i]) << "device " << device << ": element " << i
+                              << " outside the vector changed";
       continue;
     }
     const T expected = static_cast<T>(1.5) * x[i] + y[i];
-    ASSERT_NEAR(out[i], expected, std::abs(expected) * 1e-6 + 1e-6) << "element " << i;
+    ASSERT_NEAR(out[i], expected, std::abs(expected) * 1e-6 + 1e-6)
+        << "device " << device << ": element " << i;
   }
 }
 
@@ -162,6 +167,97 @@ TEST_F(CoreGpu, WarmedKernelsCaptureIntoAGraphAndUnwarmedOnesRefuse) {
   api.cuGraphExecDestroy(exec);
   api.cuGraphDestroy(graph);
   api.cuStreamDestroy(stream);
+}
+
+
+// --- Two devices (skipped with fewer) ----------------------------------------------------------
+
+#define ZEROJIT_REQUIRE_TWO_GPUS()                                                            \
+  do {                                                                                        \
+    ZEROJIT_REQUIRE_GPU();                                                                    \
+    if (cuda::device_count() < 2) {                                                           \
+      GTEST_SKIP() << "needs two CUDA devices, " << cuda::device_count() << " visible";       \
+    }                                                                                         \
+  } while (0)
+
+cuda::Context current_context() {
+  cuda::Context context = nullptr;
+  cuda::check(cuda::driver().cuCtxGetCurrent(&context), "cuCtxGetCurrent");
+  return context;
+}
+
+TEST_F(CoreGpu, WarmupLoadsEveryDeviceAndEachLaunchesFromItsOwnCache) {
+  ZEROJIT_REQUIRE_TWO_GPUS();
+  auto& kernel = examples::ScaleAddKernel::instance();
+  WarmupRegistry registry;
+  examples::register_examples(registry);
+  const std::size_t keys = registry.manifest().size();
+  // The loads run on this thread (one job): they must leave it in device 1's context, where
+  // the caller put it, although the last module loaded may be device 0's.
+  cuda::make_device_current(1);
+  const cuda::Context caller_context = current_context();
+  Monitor::instance().set_mode(MonitorMode::error);
+  const auto report = registry.warmup(WarmupOptions{.jobs = 1, .progress = ProgressStyle::none});
+  ASSERT_TRUE(report.ok()) << report.to_json();
+  EXPECT_EQ(current_context(), caller_context) << "warmup changed the caller's current context";
+  ASSERT_EQ(report.devices, (std::vector<int>{0, 1}));
+  ASSERT_EQ(report.archs.size(), 1u) << "two devices of one arch compile each key once";
+  std::uint64_t kernel_keys = 0;
+  for (const auto& key : report.keys) kernel_keys += key.kernel == kernel.name() ? 1 : 0;
+  const auto warmed = kernel.counters();
+  EXPECT_EQ(warmed.compiles, kernel_keys);
+  EXPECT_EQ(warmed.loads, 2 * kernel_keys) << "every key is loaded on both devices";
+  EXPECT_EQ(kernel.executor_count(), 2 * kernel_keys);
+  EXPECT_LE(kernel_keys, keys);
+
+  for (int device : {1, 0, 1}) {
+    cuda::make_device_current(device);
+    check_scale_add<float>((1 << 16) + 3, 0, device);
+    check_scale_add<double>(4096, 0, device);
+  }
+  const auto after = kernel.counters();
+  EXPECT_EQ(after.compiles, warmed.compiles);
+  EXPECT_EQ(after.loads, warmed.loads);
+  EXPECT_EQ(after.misses, warmed.misses);
+  EXPECT_EQ(after.runtime_jit, 0u);
+  EXPECT_EQ(after.hits, warmed.hits + 6);
+}
+
+TEST_F(CoreGpu, KeysWarmedOnOneDeviceAreAMonitoredLoadOnTheOther) {
+  ZEROJIT_REQUIRE_TWO_GPUS();
+  auto& kernel = examples::ScaleAddKernel::instance();
+  WarmupRegistry registry;
+  examples::register_examples(registry);
+  Monitor::instance().set_mode(MonitorMode::error);
+  const auto report = registry.warmup(
+      WarmupOptions{.devices = {0}, .progress = ProgressStyle::none});
+  ASSERT_TRUE(report.ok()) << report.to_json();
+  ASSERT_EQ(report.devices, std::vector<int>{0});
+
+  cuda::make_device_current(1);
+  std::vector<float> x(256, 2.0f), y(256, 1.0f);
+  DeviceBuffer dx(x), dy(y);
+  auto desc = TensorDesc::contiguous(DType::f32, {256});
+  desc.device = Device::cuda(1);
+  const examples::ScaleAddArgs args{make_tensor_ref(dx.get(), desc),
+                                    make_tensor_ref(dy.get(), desc), 1.0};
+  const auto before = kernel.counters();
+  Monitor::instance().reset_events();
+  try {
+    kernel(args);
+    FAIL() << "expected RuntimeJitError: the key was never loaded on device 1";
+  } catch (const RuntimeJitError& error) {
+    EXPECT_EQ(error.kernel(), "examples.scale_add");
+    EXPECT_EQ(error.key(), "dtype=f32, vector_width=4");
+    EXPECT_NE(std::string(error.what()).find("never loaded on this launch's device"),
+              std::string::npos)
+        << error.what();
+  }
+  EXPECT_EQ(kernel.counters().loads, before.loads) << "a refused launch loads nothing";
+  EXPECT_EQ(dy.download<float>(), y) << "a refused launch must write nothing";
+  const std::vector<JitEvent> events = Monitor::instance().events();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, JitEventKind::load) << "compiled for the arch already: only a load";
 }
 
 }  // namespace

@@ -1587,7 +1587,11 @@ struct ExchangeCase {
   std::uint64_t seed = 1;
 };
 
-std::string check_exchange(const ExchangeCase& c) {
+// Packs every rank's candidates and gathers them into one [R, W * K, 2] buffer on device 0.
+// With `devices` > 1, rank r runs on device r % devices with its inputs there, packs into a
+// buffer of its own device, and its rows reach device 0 by device-to-device copies (the
+// all-gather of a real DCP group); with 1, every rank packs straight into its slice.
+std::string check_exchange(const ExchangeCase& c, int devices = 1) {
   const std::string label = case_label(
       "dsv4.dcp_pack exchange", c.name + " (W=" + std::to_string(c.world_size) +
                                     ", I=" + std::to_string(c.interleave) + ", topk " +
@@ -1606,10 +1610,19 @@ std::string check_exchange(const ExchangeCase& c) {
   // Every rank packs into its slice of one gathered buffer [R, W * K, 2].
   in::HostTensor gathered = in::make_tensor(DType::f32, {rows, w * k, 2});
   in::HostTensor reference_gathered = gathered;
-  Placement device;
-  const TensorRef gathered_ref = device.put(gathered);
+  std::deque<Placement> placements(static_cast<std::size_t>(devices));  // one per device
+  if (devices > 1) cuda::make_device_current(0);
+  const TensorRef gathered_ref = placements[0].put(gathered);
   std::deque<in::HostTensor> keep_alive;  // stable addresses: Placement remembers them
+  struct RankOutput {
+    int device;
+    const float* packed;  // [R, K, 2] contiguous, on `device`
+  };
+  std::vector<RankOutput> rank_outputs;
   for (int rank = 0; rank < w; ++rank) {
+    const int rank_device = rank % devices;
+    if (devices > 1) cuda::make_device_current(rank_device);
+    Placement& device = placements[static_cast<std::size_t>(rank_device)];
     const std::int64_t local_width = ref::dcp_local_width(c.global_width, rank, w, c.interleave);
     std::vector<std::int32_t> starts(static_cast<std::size_t>(rows), 0);
     if (c.has_row_starts) {
@@ -1665,8 +1678,18 @@ std::string check_exchange(const ExchangeCase& c) {
     args.logits = device.put(logits);
     args.topk_indices = device.put(indices);
     if (c.has_row_starts) args.row_starts = device.put(row_starts);
-    args.packed = TensorRef{slice, static_cast<float*>(gathered_ref.data) + rank * k * 2};
-    args.packed.desc.alignment = pointer_alignment(args.packed.data);
+    if (devices == 1) {
+      args.packed = TensorRef{slice, static_cast<float*>(gathered_ref.data) + rank * k * 2};
+      args.packed.desc.alignment = pointer_alignment(args.packed.data);
+    } else {
+      const in::HostTensor& local = keep_alive.emplace_back(in::make_tensor(DType::f32, {rows, k, 2}));
+      args.packed = device.put(local);
+      rank_outputs.push_back({rank_device, args.packed.as<const float>()});
+    }
+    for (TensorRef* ref : {&args.logits, &args.topk_indices, &args.packed}) {
+      ref->desc.device = Device::cuda(rank_device);
+    }
+    if (c.has_row_starts) args.row_starts->desc.device = Device::cuda(rank_device);
     args.dcp_rank = rank;
     args.dcp_world_size = w;
     args.cp_interleave = c.interleave;
@@ -1677,11 +1700,29 @@ std::string check_exchange(const ExchangeCase& c) {
     }
   }
   try {
+    for (int d = devices - 1; d >= 0; --d) {
+      if (devices > 1) cuda::make_device_current(d);
+      finish();
+    }
+    // The all-gather: each rank's rows into its column range of device 0's buffer.
+    const std::size_t row_bytes = static_cast<std::size_t>(k) * 2 * sizeof(float);
+    for (std::size_t rank = 0; rank < rank_outputs.size(); ++rank) {
+      const cuda::DriverApi& api = cuda::driver();
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const float* source = rank_outputs[rank].packed + r * k * 2;
+        float* destination =
+            static_cast<float*>(gathered_ref.data) + r * w * k * 2 + static_cast<std::int64_t>(rank) * k * 2;
+        cuda::check(api.cuMemcpyDtoD(reinterpret_cast<cuda::DevicePtr>(destination),
+                                     reinterpret_cast<cuda::DevicePtr>(source), row_bytes),
+                    "cuMemcpyDtoD (device " + std::to_string(rank_outputs[rank].device) +
+                        " -> device 0)");
+      }
+    }
     finish();
   } catch (const std::exception& error) {
     return label + ": the calls failed: " + error.what();
   }
-  const std::vector<std::uint8_t> actual = device.get(gathered);
+  const std::vector<std::uint8_t> actual = placements[0].get(gathered);
   const std::int64_t origin = gathered.offset_bytes;
   const std::vector<std::int32_t> selected = ref::dcp_select_global_topk(
       reinterpret_cast<const float*>(actual.data() + origin), rows, w * k, c.topk);
@@ -1728,6 +1769,27 @@ TEST_F(Dsv4Gpu, DcpExchangeOnOneGpuGivesTheExactGlobalTopK) {
   }
   precompile(DcpPackKernel::instance(), keys);
   for (const ExchangeCase& c : cases) EXPECT_NO_FAILURE(check_exchange(c));
+}
+
+// Real DCP ranks live on different GPUs: the same exchange with rank r on device r % 2 and the
+// gathered buffer on device 0 (skipped with fewer than two devices).
+TEST_F(Dsv4Gpu, DcpExchangeAcrossTwoGpusGivesTheExactGlobalTopK) {
+  if (dry_run() || cuda::device_count() < 2) {
+    GTEST_SKIP() << "needs two CUDA devices, " << (dry_run() ? 0 : cuda::device_count())
+                 << " visible";
+  }
+  const std::vector<ExchangeCase> cases = {
+      {"decode, one rank per GPU", 2, 1, false, 512, 9, 5000, 91},
+      {"prefill chunk with row starts, two ranks per GPU", 4, 2, true, 512, 6, 7000, 92},
+      {"V4-Pro top-k, interleave 64", 2, 64, false, 1024, 7, 6000, 93},
+  };
+  std::vector<DcpPackKey> keys;
+  for (const ExchangeCase& c : cases) {
+    keys.push_back({c.topk, c.has_row_starts, c.world_size, c.interleave});
+  }
+  precompile(DcpPackKernel::instance(), keys);  // each device loads its modules at first use
+  for (const ExchangeCase& c : cases) EXPECT_NO_FAILURE(check_exchange(c, 2));
+  cuda::make_device_current(0);
 }
 
 // ================================================================================================
