@@ -32,7 +32,7 @@ if [ "$part" = tests ]; then
       -s "$repo/python/tests" -t "$repo/python/tests" -p 'test_gpu*.py'
   fi
 else
-  step 60 "$out/bench.log" "$stage/bench/zerojit_bench_launch" --benchmark_repetitions=5 \
+  step 60 "$out/bench.log" "$stage/bench/zerojit_bench_launch" --benchmark_repetitions=10 \
     --benchmark_report_aggregates_only
   step 60 "$out/bench.log" "$stage/bench/zerojit_bench_dispatch" --benchmark_repetitions=3 \
     --benchmark_report_aggregates_only
