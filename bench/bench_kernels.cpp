@@ -1,7 +1,7 @@
-// Achieved memory bandwidth of every DSv4 kernel at three sizes, against a device-to-device copy
-// measured in the same run (docs/BENCHMARKS.md, "Kernel bandwidth"). bench/torch_composite.py
-// times the same math as a PyTorch eager composite on inputs of the same shapes and
-// distributions; bench/plot_bandwidth.py draws both.
+// Achieved memory bandwidth of every DSv4 kernel at three sizes (five for the C128 stores),
+// against a device-to-device copy measured in the same run (docs/BENCHMARKS.md, "Kernel
+// bandwidth"). bench/torch_composite.py times the same math as a PyTorch eager composite on
+// inputs of the same shapes and distributions; bench/plot_bandwidth.py draws both.
 //
 //   zerojit_bench_kernels [--json PATH] [--kernels LIST] [--sizes LIST] [--repeat N]
 //   zerojit_bench_kernels --dry-run [--kernels LIST] [--sizes LIST] [--compile-arch ARCH]
@@ -104,7 +104,7 @@ constexpr std::int64_t kCopyBytes = std::int64_t{1} << 30;
 const std::vector<std::string> kKernelNames = {"indexer_q_fp8", "indexer_q_mxfp4", "dequant_gather",
                                                "c4_store",      "c4_store_full",   "c128_compress",
                                                "c128_store",    "c128_store_full", "dcp_pack"};
-const std::vector<std::string> kSizeNames = {"small", "serving", "large", "dense"};
+const std::vector<std::string> kSizeNames = {"small", "serving", "large", "dense", "dense_large"};
 
 // --- Device memory --------------------------------------------------------------------------
 
@@ -874,12 +874,14 @@ Case c128_store_case(bool full, const std::string& size, const Context& context)
   c.size = size;
   const TokenSize shape = compressor_size(c.kernel, size);
   in::Random random(seed_of(c.kernel, size));
-  // "dense": every token a boundary (one-token chunks at positions 128k - 1). Real batches
-  // hold one boundary per 128 tokens, which leaves the stores a few MB even at 262144 tokens;
-  // this size shows the kernel's own bandwidth.
+  // "dense" and "dense_large": every token a boundary (one-token chunks at positions
+  // 128k - 1), 65536 and 262144 tokens (189 and 755 MB, the latter the byte volume of the
+  // other kernels' large sizes). Real batches hold one boundary per 128 tokens, which leaves
+  // the stores a few MB even at 262144 tokens; these sizes show the kernel's own bandwidth.
   std::vector<in::RequestChunk> requests;
-  if (size == "dense") {
-    for (std::int64_t i = 0; i < 65536; ++i) requests.push_back({128 * (i + 1) - 1, 1});
+  if (size.starts_with("dense")) {
+    const std::int64_t boundaries = size == "dense" ? 65536 : 262144;
+    for (std::int64_t i = 0; i < boundaries; ++i) requests.push_back({128 * (i + 1) - 1, 1});
   } else {
     requests = compressor_requests(random, shape.tokens, shape.chunk, 128);
   }
@@ -1071,7 +1073,7 @@ Case dcp_case(const std::string& size, const Context& context) {
 
 // An empty Case (no kernel) for a size the kernel does not have: callers skip it.
 Case make_case(const std::string& kernel, const std::string& size, const Context& context) {
-  if (size == "dense" && !kernel.starts_with("c128_store")) return {};
+  if (size.starts_with("dense") && !kernel.starts_with("c128_store")) return {};
   if (kernel == "indexer_q_fp8") return indexer_case(false, size, context);
   if (kernel == "indexer_q_mxfp4") return indexer_case(true, size, context);
   if (kernel == "dequant_gather") return dequant_gather_case(size, context);
@@ -1341,7 +1343,7 @@ int main(int argc, char** argv) {
   for (const std::string& name : kKernelNames) kernel_help += " " + name;
   app.add_option("--json", json_path, "write the records to this JSON file");
   app.add_option("--kernels", kernels, kernel_help);
-  app.add_option("--sizes", sizes, "comma-separated sizes, or all: small serving large");
+  app.add_option("--sizes", sizes, "comma-separated sizes, or all: small serving large dense dense_large (dense*: C128 stores only)");
   app.add_option("--repeat", repetitions, "timed repetitions per case (median and min)")
       ->check(CLI::Range(1, 10000));
   app.add_flag("--dry-run", dry,

@@ -37,6 +37,6 @@ else
   step 60 "$out/bench.log" "$stage/bench/zerojit_bench_dispatch" --benchmark_repetitions=3 \
     --benchmark_report_aggregates_only
   step 240 "$out/bench.log" "$stage/bench/warmup_sweep.sh" "$stage" "$(nproc)"
-  step 120 "$out/bench.log" "$stage/bench/zerojit_bench_kernels" --json "$out/bandwidth_zerojit.json"
+  step 240 "$out/bench.log" "$stage/bench/zerojit_bench_kernels" --json "$out/bandwidth_zerojit.json"
   step 120 "$out/bench.log" python3 "$repo/bench/torch_composite.py" --json "$out/bandwidth_torch.json"
 fi
