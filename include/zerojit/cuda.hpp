@@ -95,6 +95,8 @@ struct DriverApi {
   Result (*cuMemcpyDtoH)(void* dst, DevicePtr src, std::size_t bytes);
   Result (*cuMemcpyDtoD)(DevicePtr dst, DevicePtr src, std::size_t bytes);
   Result (*cuMemcpyDtoDAsync)(DevicePtr dst, DevicePtr src, std::size_t bytes, Stream stream);
+  Result (*cuMemcpyPeer)(DevicePtr dst, Context dst_context, DevicePtr src, Context src_context,
+                         std::size_t bytes);
   Result (*cuMemsetD8)(DevicePtr dst, unsigned char value, std::size_t count);
   Result (*cuMemsetD8Async)(DevicePtr dst, unsigned char value, std::size_t count, Stream stream);
   Result (*cuEventCreate)(Event* event, unsigned int flags);
@@ -137,10 +139,10 @@ std::string target_arch_for(int compute_major, int compute_minor);
 // process). Kernels launch in whatever context is current, as with any CUDA library.
 void make_device_current(int ordinal);
 
-// Makes the device's primary context current for a scope (a module load on that device), then
-// puts back the context the thread had: loading for device 1 never leaves a caller that works
-// on device 0 in device 1's context. A thread that had no current context keeps the device's,
-// so that its launches find a context as they did before.
+// Makes the device's primary context current for a scope (a module load, a launch from Python),
+// then puts back the context the thread had: loading for device 1 never leaves a caller that
+// works on device 0 in device 1's context. A thread that had no current context keeps the
+// device's, so that its launches find a context as they did before.
 class ScopedDevice {
  public:
   explicit ScopedDevice(int ordinal);

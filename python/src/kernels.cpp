@@ -127,31 +127,12 @@ class CallArguments {
   std::optional<Device> first_device_;
 };
 
-// Makes the tensors' device current for the launch and restores the caller's context after
-// it, so that PyTorch's idea of the current device is left as it was.
-class DeviceScope {
- public:
-  explicit DeviceScope(std::optional<int> device) {
-    if (!device) return;
-    api_ = &cuda::driver();
-    cuda::check(api_->cuCtxGetCurrent(&previous_), "cuCtxGetCurrent");
-    cuda::make_device_current(*device);
-  }
-  ~DeviceScope() {
-    if (api_ != nullptr && previous_ != nullptr) api_->cuCtxSetCurrent(previous_);
-  }
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
-
- private:
-  const cuda::DriverApi* api_ = nullptr;
-  cuda::Context previous_ = nullptr;
-};
-
 // Runs `function` on the tensors' device with the GIL released.
 template <class Function>
 void run_launch(const CallArguments& call, Function&& function) {
-  DeviceScope scope(call.cuda_device());
+  // The tensors' device is current for the launch; PyTorch's current device is left as it was.
+  std::optional<cuda::ScopedDevice> scope;
+  if (const std::optional<int> device = call.cuda_device()) scope.emplace(*device);
   py::gil_scoped_release release;
   function();
 }

@@ -205,7 +205,9 @@ TEST_F(CoreGpu, WarmupLoadsEveryDeviceAndEachLaunchesFromItsOwnCache) {
   std::uint64_t kernel_keys = 0;
   for (const auto& key : report.keys) kernel_keys += key.kernel == kernel.name() ? 1 : 0;
   const auto warmed = kernel.counters();
-  EXPECT_EQ(warmed.compiles, kernel_keys);
+  // One artifact per key for the one arch: compiled, or read from the disk cache that earlier
+  // tests of this process filled.
+  EXPECT_EQ(warmed.compiles + warmed.disk_loads, kernel_keys);
   EXPECT_EQ(warmed.loads, 2 * kernel_keys) << "every key is loaded on both devices";
   EXPECT_EQ(kernel.executor_count(), 2 * kernel_keys);
   EXPECT_LE(kernel_keys, keys);

@@ -1587,6 +1587,14 @@ struct ExchangeCase {
   std::uint64_t seed = 1;
 };
 
+// The primary context of `device` (made current on the way; callers set the one they need).
+cuda::Context primary_context(int device) {
+  cuda::make_device_current(device);
+  cuda::Context context = nullptr;
+  cuda::check(cuda::driver().cuCtxGetCurrent(&context), "cuCtxGetCurrent");
+  return context;
+}
+
 // Packs every rank's candidates and gathers them into one [R, W * K, 2] buffer on device 0.
 // With `devices` > 1, rank r runs on device r % devices with its inputs there, packs into a
 // buffer of its own device, and its rows reach device 0 by device-to-device copies (the
@@ -1704,20 +1712,25 @@ std::string check_exchange(const ExchangeCase& c, int devices = 1) {
       if (devices > 1) cuda::make_device_current(d);
       finish();
     }
-    // The all-gather: each rank's rows into its column range of device 0's buffer.
+    // The all-gather: each rank's rows into its column range of device 0's buffer, copied
+    // device to device (cuMemcpyPeer: the documented copy between two devices' contexts).
     const std::size_t row_bytes = static_cast<std::size_t>(k) * 2 * sizeof(float);
     for (std::size_t rank = 0; rank < rank_outputs.size(); ++rank) {
       const cuda::DriverApi& api = cuda::driver();
+      const int source_device = rank_outputs[rank].device;
+      const cuda::Context source_context = primary_context(source_device);
+      const cuda::Context destination_context = primary_context(0);
       for (std::int64_t r = 0; r < rows; ++r) {
         const float* source = rank_outputs[rank].packed + r * k * 2;
-        float* destination =
-            static_cast<float*>(gathered_ref.data) + r * w * k * 2 + static_cast<std::int64_t>(rank) * k * 2;
-        cuda::check(api.cuMemcpyDtoD(reinterpret_cast<cuda::DevicePtr>(destination),
-                                     reinterpret_cast<cuda::DevicePtr>(source), row_bytes),
-                    "cuMemcpyDtoD (device " + std::to_string(rank_outputs[rank].device) +
-                        " -> device 0)");
+        float* destination = static_cast<float*>(gathered_ref.data) + r * w * k * 2 +
+                             static_cast<std::int64_t>(rank) * k * 2;
+        cuda::check(api.cuMemcpyPeer(reinterpret_cast<cuda::DevicePtr>(destination),
+                                     destination_context, reinterpret_cast<cuda::DevicePtr>(source),
+                                     source_context, row_bytes),
+                    "cuMemcpyPeer (device " + std::to_string(source_device) + " -> device 0)");
       }
     }
+    if (!rank_outputs.empty()) cuda::make_device_current(0);
     finish();
   } catch (const std::exception& error) {
     return label + ": the calls failed: " + error.what();
