@@ -79,7 +79,7 @@ DriverState load_driver() {
       resolve(library, a.cuMemcpyDtoH, "cuMemcpyDtoH_v2", true, r) &&
       resolve(library, a.cuMemcpyDtoD, "cuMemcpyDtoD_v2", true, r) &&
       resolve(library, a.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", true, r) &&
-      resolve(library, a.cuMemcpyPeer, "cuMemcpyPeer", true, r) &&
+      resolve(library, a.cuMemcpyPeer, "cuMemcpyPeer", false, r) &&
       resolve(library, a.cuMemsetD8, "cuMemsetD8_v2", true, r) &&
       resolve(library, a.cuMemsetD8Async, "cuMemsetD8Async", true, r) &&
       resolve(library, a.cuEventCreate, "cuEventCreate", true, r) &&

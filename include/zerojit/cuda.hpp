@@ -95,6 +95,7 @@ struct DriverApi {
   Result (*cuMemcpyDtoH)(void* dst, DevicePtr src, std::size_t bytes);
   Result (*cuMemcpyDtoD)(DevicePtr dst, DevicePtr src, std::size_t bytes);
   Result (*cuMemcpyDtoDAsync)(DevicePtr dst, DevicePtr src, std::size_t bytes, Stream stream);
+  // Optional (the library itself never copies between devices; the multi-GPU tests do).
   Result (*cuMemcpyPeer)(DevicePtr dst, Context dst_context, DevicePtr src, Context src_context,
                          std::size_t bytes);
   Result (*cuMemsetD8)(DevicePtr dst, unsigned char value, std::size_t count);

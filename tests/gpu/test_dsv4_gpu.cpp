@@ -1717,6 +1717,7 @@ std::string check_exchange(const ExchangeCase& c, int devices = 1) {
     const std::size_t row_bytes = static_cast<std::size_t>(k) * 2 * sizeof(float);
     for (std::size_t rank = 0; rank < rank_outputs.size(); ++rank) {
       const cuda::DriverApi& api = cuda::driver();
+      if (api.cuMemcpyPeer == nullptr) return label + ": the driver lacks cuMemcpyPeer";
       const int source_device = rank_outputs[rank].device;
       const cuda::Context source_context = primary_context(source_device);
       const cuda::Context destination_context = primary_context(0);
