@@ -398,10 +398,6 @@ struct Emulation {
   std::string compile_arch;  // also compile the planned key for this arch (empty: do not)
 };
 
-template <class Kernel, class Key>
-void compile_planned(Kernel& kernel, const Key& key, const Emulation& emulation) {
-  if (!emulation.compile_arch.empty()) kernel.compile(key, emulation.compile_arch);
-}
 
 // Uploads the first input set with make(set) -> Args, copies it as many times as the case's
 // bytes ask for, and makes one launch per set: run(args, stream) launches the kernel. In a dry
@@ -443,6 +439,27 @@ Params unpack(const Spec& spec) {
   Params params;
   std::memcpy(&params, spec.args.data(0), sizeof params);
   return params;
+}
+
+// The dry run's part of one launch, given its plan's spec: compile the planned key when asked,
+// then (first set only) run `reference(block, key)` on the argument block the plan packed.
+template <class Params, class Kernel, class Spec, class Reference>
+void emulate_planned(Kernel& kernel, const Spec& spec, const Emulation& emulation,
+                     Reference reference) {
+  if (!emulation.compile_arch.empty()) kernel.compile(spec.key, emulation.compile_arch);
+  if (emulation.reference) reference(unpack<Params>(spec), spec.key);
+}
+
+// run(args, stream) of the compressor cases whose kernel is a plain / full-row pair.
+template <class Plain, class Full, class Args>
+auto run_plain_or_full(bool full) {
+  return [full](const Args& args, cuda::Stream stream) {
+    if (full) {
+      Full::instance()(args, stream);
+    } else {
+      Plain::instance()(args, stream);
+    }
+  };
 }
 
 ref::NormWeightType norm_type(DType dtype) {
@@ -539,11 +556,10 @@ Case indexer_case(bool mxfp4, const std::string& size, const Context& context) {
           dsv4::IndexerQMxFp4Kernel::instance()(args.first, args.second, stream);
         },
         [](const auto& args, const Emulation& e) {
-          const auto spec = dsv4::IndexerQMxFp4Kernel::instance().plan(args.first, args.second);
-          compile_planned(dsv4::IndexerQMxFp4Kernel::instance(), spec.key, e);
-          if (e.reference) {
-            ref::indexer_q_mxfp4(unpack<params::IndexerQParams>(spec), indexer_shape());
-          }
+          auto& kernel = dsv4::IndexerQMxFp4Kernel::instance();
+          emulate_planned<params::IndexerQParams>(
+              kernel, kernel.plan(args.first, args.second), e,
+              [](const auto& block, const auto&) { ref::indexer_q_mxfp4(block, indexer_shape()); });
         });
   } else {
     const in::HostTensor q_fp8 = in::make_tensor(DType::u8, {tokens, kIndexHeads, kIndexHeadDim});
@@ -558,11 +574,10 @@ Case indexer_case(bool mxfp4, const std::string& size, const Context& context) {
           dsv4::IndexerQFp8Kernel::instance()(args.first, args.second, stream);
         },
         [](const auto& args, const Emulation& e) {
-          const auto spec = dsv4::IndexerQFp8Kernel::instance().plan(args.first, args.second);
-          compile_planned(dsv4::IndexerQFp8Kernel::instance(), spec.key, e);
-          if (e.reference) {
-            ref::indexer_q_fp8(unpack<params::IndexerQParams>(spec), indexer_shape());
-          }
+          auto& kernel = dsv4::IndexerQFp8Kernel::instance();
+          emulate_planned<params::IndexerQParams>(
+              kernel, kernel.plan(args.first, args.second), e,
+              [](const auto& block, const auto&) { ref::indexer_q_fp8(block, indexer_shape()); });
         });
   }
   return c;
@@ -637,12 +652,11 @@ Case dequant_gather_case(const std::string& size, const Context& context) {
         dsv4::DequantGatherKernel::instance()(args, stream);
       },
       [](const dsv4::DequantGatherArgs& args, const Emulation& e) {
-        const auto spec = dsv4::DequantGatherKernel::instance().plan(args);
-        compile_planned(dsv4::DequantGatherKernel::instance(), spec.key, e);
-        if (e.reference) {
-          ref::dequant_gather(unpack<params::DequantGatherParams>(spec), spec.key.block_size,
-                              spec.key.has_gather_lens);
-        }
+        auto& kernel = dsv4::DequantGatherKernel::instance();
+        emulate_planned<params::DequantGatherParams>(
+            kernel, kernel.plan(args), e, [](const auto& block, const auto& key) {
+              ref::dequant_gather(block, key.block_size, key.has_gather_lens);
+            });
       });
   return c;
 }
@@ -775,28 +789,20 @@ Case c4_case(bool full, const std::string& size, const Context& context) {
         a.kv_slot_mapping = set.put(m.kv_slot_mapping);
         return a;
       },
-      [full](const dsv4::C4StoreArgs& args, cuda::Stream stream) {
-        if (full) {
-          dsv4::C4StoreFullKernel::instance()(args, stream);
-        } else {
-          dsv4::C4StoreKernel::instance()(args, stream);
-        }
-      },
+      run_plain_or_full<dsv4::C4StoreKernel, dsv4::C4StoreFullKernel, dsv4::C4StoreArgs>(full),
       [full](const dsv4::C4StoreArgs& args, const Emulation& e) {
         if (full) {
-          const auto spec = dsv4::C4StoreFullKernel::instance().plan(args);
-          compile_planned(dsv4::C4StoreFullKernel::instance(), spec.key, e);
-          if (e.reference) {
-            ref::c4_store_full(unpack<params::C4StoreFullParams>(spec),
-                               {spec.key.store_full_fp8, norm_type(spec.key.norm_weight_dtype)});
-          }
+          auto& kernel = dsv4::C4StoreFullKernel::instance();
+          emulate_planned<params::C4StoreFullParams>(
+              kernel, kernel.plan(args), e, [](const auto& block, const auto& key) {
+                ref::c4_store_full(block, {key.store_full_fp8, norm_type(key.norm_weight_dtype)});
+              });
         } else {
-          const auto spec = dsv4::C4StoreKernel::instance().plan(args);
-          compile_planned(dsv4::C4StoreKernel::instance(), spec.key, e);
-          if (e.reference) {
-            ref::c4_store(unpack<params::C4StoreParams>(spec),
-                          {norm_type(spec.key.norm_weight_dtype)});
-          }
+          auto& kernel = dsv4::C4StoreKernel::instance();
+          emulate_planned<params::C4StoreParams>(
+              kernel, kernel.plan(args), e, [](const auto& block, const auto& key) {
+                ref::c4_store(block, {norm_type(key.norm_weight_dtype)});
+              });
         }
       });
   return c;
@@ -850,11 +856,10 @@ Case c128_compress_case(const std::string& size, const Context& context) {
         dsv4::C128CompressKernel::instance()(args, stream);
       },
       [](const dsv4::C128CompressArgs& args, const Emulation& e) {
-        const auto spec = dsv4::C128CompressKernel::instance().plan(args);
-        compile_planned(dsv4::C128CompressKernel::instance(), spec.key, e);
-        if (e.reference) {
-          ref::c128_compress(unpack<params::C128CompressParams>(spec), {spec.key.head_size});
-        }
+        auto& kernel = dsv4::C128CompressKernel::instance();
+        emulate_planned<params::C128CompressParams>(
+            kernel, kernel.plan(args), e,
+            [](const auto& block, const auto& key) { ref::c128_compress(block, {key.head_size}); });
       });
   return c;
 }
@@ -932,29 +937,23 @@ Case c128_store_case(bool full, const std::string& size, const Context& context)
         a.kv_slot_mapping = set.put(m.kv_slot_mapping);
         return a;
       },
-      [full](const dsv4::C128StoreArgs& args, cuda::Stream stream) {
-        if (full) {
-          dsv4::C128StoreFullKernel::instance()(args, stream);
-        } else {
-          dsv4::C128StoreKernel::instance()(args, stream);
-        }
-      },
+      run_plain_or_full<dsv4::C128StoreKernel, dsv4::C128StoreFullKernel, dsv4::C128StoreArgs>(
+          full),
       [full](const dsv4::C128StoreArgs& args, const Emulation& e) {
         if (full) {
-          const auto spec = dsv4::C128StoreFullKernel::instance().plan(args);
-          compile_planned(dsv4::C128StoreFullKernel::instance(), spec.key, e);
-          if (e.reference) {
-            ref::c128_store_full(unpack<params::C128StoreFullParams>(spec),
-                                 {spec.key.store_full_fp8, norm_type(spec.key.norm_weight_dtype)});
-          }
+          auto& kernel = dsv4::C128StoreFullKernel::instance();
+          emulate_planned<params::C128StoreFullParams>(
+              kernel, kernel.plan(args), e, [](const auto& block, const auto& key) {
+                ref::c128_store_full(block,
+                                     {key.store_full_fp8, norm_type(key.norm_weight_dtype)});
+              });
         } else {
-          const auto spec = dsv4::C128StoreKernel::instance().plan(args);
-          compile_planned(dsv4::C128StoreKernel::instance(), spec.key, e);
-          if (e.reference) {
-            ref::c128_store(unpack<params::C128StoreParams>(spec),
-                            {spec.key.kv_cache_block_size, spec.key.kv_block_stride,
-                             norm_type(spec.key.norm_weight_dtype)});
-          }
+          auto& kernel = dsv4::C128StoreKernel::instance();
+          emulate_planned<params::C128StoreParams>(
+              kernel, kernel.plan(args), e, [](const auto& block, const auto& key) {
+                ref::c128_store(block, {key.kv_cache_block_size, key.kv_block_stride,
+                                        norm_type(key.norm_weight_dtype)});
+              });
         }
       });
   return c;
@@ -1060,13 +1059,12 @@ Case dcp_case(const std::string& size, const Context& context) {
         dsv4::DcpPackKernel::instance()(args, stream);
       },
       [](const dsv4::DcpPackArgs& args, const Emulation& e) {
-        const auto spec = dsv4::DcpPackKernel::instance().plan(args);
-        compile_planned(dsv4::DcpPackKernel::instance(), spec.key, e);
-        if (e.reference) {
-          ref::dcp_pack(unpack<params::DcpPackParams>(spec),
-                        {spec.key.topk, spec.key.has_row_starts, spec.key.dcp_world_size,
-                         spec.key.cp_interleave});
-        }
+        auto& kernel = dsv4::DcpPackKernel::instance();
+        emulate_planned<params::DcpPackParams>(
+            kernel, kernel.plan(args), e, [](const auto& block, const auto& key) {
+              ref::dcp_pack(block, {key.topk, key.has_row_starts, key.dcp_world_size,
+                                    key.cp_interleave});
+            });
       });
   return c;
 }

@@ -428,6 +428,11 @@ def compressor_size(b, kernel, size):
     return b.tokens(262144 if kernel.startswith("c128_store") else 131072, 4096)
 
 
+def count_boundaries(requests, ratio):
+    """Positions p with (p + 1) % ratio == 0 over the (first, count) chunks."""
+    return sum(sum(1 for p in range(f, f + n) if (p + 1) % ratio == 0) for f, n in requests)
+
+
 def k_cache(b, full, pages, block_size):
     if full:
         return torch.full((pages, block_size, HEAD * 2), SENTINEL, dtype=torch.uint8,
@@ -439,7 +444,7 @@ def k_cache(b, full, pages, block_size):
 def c4_case(b, size, full):
     tokens, chunk = compressor_size(b, "c4", size)
     requests = compressor_requests(b, tokens, chunk, 4)
-    boundaries = sum(sum(1 for p in range(f, f + n) if (p + 1) % 4 == 0) for f, n in requests)
+    boundaries = count_boundaries(requests, 4)
     cache_block = 64
     pages = (boundaries + cache_block - 1) // cache_block + 2
     positions, token_to_req, slots, kv = compressor_tokens(b, requests, 4, pages * cache_block)
@@ -476,7 +481,7 @@ def c4_case(b, size, full):
 def c128_compress_case(b, size):
     tokens, chunk = compressor_size(b, "c128_compress", size)
     requests = compressor_requests(b, tokens, chunk, 128)
-    boundaries = sum(sum(1 for p in range(f, f + n) if (p + 1) % 128 == 0) for f, n in requests)
+    boundaries = count_boundaries(requests, 128)
     positions, token_to_req, slots, kv = compressor_tokens(b, requests, 128, boundaries + 1)
     active = (slots >= 0) & ((positions + 1) % 128 == 0)
     n_active = int(active.sum())
@@ -500,7 +505,7 @@ def c128_compress_case(b, size):
 def c128_store_case(b, size, full):
     tokens, chunk = compressor_size(b, "c128_store", size)
     requests = compressor_requests(b, tokens, chunk, 128)
-    boundaries = sum(sum(1 for p in range(f, f + n) if (p + 1) % 128 == 0) for f, n in requests)
+    boundaries = count_boundaries(requests, 128)
     cache_block = 2
     pages = (boundaries + cache_block - 1) // cache_block + 2
     positions, _, slots, kv = compressor_tokens(b, requests, 128, pages * cache_block)

@@ -539,7 +539,8 @@ __device__ __forceinline__ ActiveToken shuffle_active_token(const ActiveToken& r
 // (RMSNorm, tail rotation, then `store(token, y)` with y the lane's 4 chunks). Each lane reads
 // back only the bytes it copied itself, so no barrier is needed: warps never wait for each
 // other, a sparse batch costs one metadata latency per warp and a dense one keeps two rows of
-// every warp in flight while it computes.
+// every warp in flight while it computes. The block is kC128StoreThreads threads (the plan's
+// geometry; __launch_bounds__ refuses more), which sizes the staging and the token chunks.
 template <typename NormWeightT, typename Params, typename Store>
 __device__ __forceinline__ void for_each_c128_row(const Params& params, Store store) {
   __shared__ alignas(16) unsigned char staging[kC128StoreWarps][kC128Stages][kC128StageBytes];
