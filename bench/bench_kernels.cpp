@@ -21,7 +21,9 @@
 //  * Bytes are the fewest a kernel must move: each input it needs read once, each output
 //    written once (the formula of every kernel is below, in its builder, and in the output).
 //    For the compressors that is what the active (boundary) tokens need - state rows read,
-//    rows written - plus the per-token metadata of every token.
+//    rows written - plus the per-token metadata of every token. A gather of 4-byte values
+//    (the DCP pack's logits) still moves whole 32-byte sectors: for such a case the program
+//    also counts the distinct sectors its indices touch and prints the bandwidth on those.
 //  * The first launch compiles and loads (warmup, not timed). Then each repetition enqueues a
 //    short GPU spin (no memory traffic), a start event, the launch and an end event, so the
 //    host's launch cost hides behind the spin and the events time the kernel alone. Median
@@ -371,6 +373,9 @@ struct Case {
   std::int64_t bytes = 0;
   std::string formula;
   std::int64_t written_bytes = 0;  // what the outputs must receive
+  // A gather of 4-byte values still moves whole 32-byte DRAM sectors: where that makes the
+  // memory's share larger than `bytes`, the bytes at sector granularity (else 0).
+  std::int64_t sector_bytes = 0;
   std::vector<DeviceSet> sets;
   std::vector<Launch> launches;  // launches[i] runs on sets[i]
 };
@@ -397,7 +402,6 @@ struct Emulation {
   bool reference = false;    // run the CPU reference (the first set)
   std::string compile_arch;  // also compile the planned key for this arch (empty: do not)
 };
-
 
 // Uploads the first input set with make(set) -> Args, copies it as many times as the case's
 // bytes ask for, and makes one launch per set: run(args, stream) launches the kernel. In a dry
@@ -944,8 +948,7 @@ Case c128_store_case(bool full, const std::string& size, const Context& context)
           auto& kernel = dsv4::C128StoreFullKernel::instance();
           emulate_planned<params::C128StoreFullParams>(
               kernel, kernel.plan(args), e, [](const auto& block, const auto& key) {
-                ref::c128_store_full(block,
-                                     {key.store_full_fp8, norm_type(key.norm_weight_dtype)});
+                ref::c128_store_full(block, {key.store_full_fp8, norm_type(key.norm_weight_dtype)});
               });
         } else {
           auto& kernel = dsv4::C128StoreKernel::instance();
@@ -1006,11 +1009,13 @@ Case dcp_case(const std::string& size, const Context& context) {
   std::vector<std::uint64_t> seeds(static_cast<std::size_t>(chunks));
   for (auto& seed : seeds) seed = random.next();
   std::vector<std::int64_t> valid_per_chunk(static_cast<std::size_t>(chunks), 0);
+  std::vector<std::int64_t> sectors_per_chunk(static_cast<std::size_t>(chunks), 0);
   float* logit_values = logits.as<float>();
   std::int32_t* index_values = indices.as<std::int32_t>();
   zerojit::parallel_for(static_cast<std::size_t>(chunks), 0, [&](std::size_t chunk) {
     in::Random chunk_random(seeds[chunk]);
     std::vector<std::int32_t> pool(static_cast<std::size_t>(span));
+    std::vector<bool> sector_touched(static_cast<std::size_t>((shape.width + 7) / 8));
     const std::int64_t first = static_cast<std::int64_t>(chunk) * kRowsPerChunk;
     for (std::int64_t r = first; r < std::min(rows, first + kRowsPerChunk); ++r) {
       for (std::int64_t col = 0; col < shape.width; ++col) {
@@ -1029,6 +1034,16 @@ Case dcp_case(const std::string& size, const Context& context) {
         index_values[r * kDcpTopK + k] = value;
       }
       valid_per_chunk[chunk] += valid;
+      // Rows are 8 KB or more apart and each tensor is 256-byte aligned, so the row's 32-byte
+      // sectors are its columns / 8.
+      std::fill(sector_touched.begin(), sector_touched.end(), false);
+      for (std::int64_t k = 0; k < valid; ++k) {
+        const std::int64_t column =
+            starts[static_cast<std::size_t>(r)] + index_values[r * kDcpTopK + k];
+        const auto sector = static_cast<std::size_t>(column / 8);
+        sectors_per_chunk[chunk] += sector_touched[sector] ? 0 : 1;
+        sector_touched[sector] = true;
+      }
     }
   });
   const std::int64_t valid =
@@ -1040,6 +1055,9 @@ Case dcp_case(const std::string& size, const Context& context) {
   c.tokens = rows;
   c.bytes = rows * kDcpTopK * (4 + 8) + valid * 4 + (prefill ? rows * 4 : 0);
   c.written_bytes = rows * kDcpTopK * 8;
+  const std::int64_t sectors =
+      std::accumulate(sectors_per_chunk.begin(), sectors_per_chunk.end(), std::int64_t{0});
+  c.sector_bytes = c.bytes - valid * 4 + sectors * 32;
   c.formula = std::string("R*K*(4 index + 8 packed) + valid*4 logits") +
               (prefill ? " + R*4 row_starts" : "");
   add_input_sets(
@@ -1062,8 +1080,8 @@ Case dcp_case(const std::string& size, const Context& context) {
         auto& kernel = dsv4::DcpPackKernel::instance();
         emulate_planned<params::DcpPackParams>(
             kernel, kernel.plan(args), e, [](const auto& block, const auto& key) {
-              ref::dcp_pack(block, {key.topk, key.has_row_starts, key.dcp_world_size,
-                                    key.cp_interleave});
+              ref::dcp_pack(block,
+                            {key.topk, key.has_row_starts, key.dcp_world_size, key.cp_interleave});
             });
       });
   return c;
@@ -1162,6 +1180,10 @@ int dry_run(const std::vector<std::string>& kernels, const std::vector<std::stri
                   std::chrono::duration<double>(built - start).count(),
                   std::chrono::duration<double>(done - built).count(),
                   ok ? "" : "  WRITE CHECK FAILED");
+      if (c.sector_bytes > 0) {
+        std::printf("%-16s %-8s %8s %7s %10.3f  (at 32-byte sector granularity)\n", "", "", "",
+                    "", static_cast<double>(c.sector_bytes) / 1e6);
+      }
       std::fflush(stdout);
     }
   }
@@ -1292,6 +1314,11 @@ int run(const std::string& json_path, const std::vector<std::string>& kernels,
     record["repetitions"] = row.m.repetitions;
     record["formula"] = row.c.formula;
     record["written_bytes"] = row.c.written_bytes;
+    if (row.c.sector_bytes > 0) {
+      const double sector_gbps = gigabytes_per_second(row.c.sector_bytes, row.m.median_us);
+      record["sector_bytes"] = row.c.sector_bytes;
+      record["sector_copy_fraction"] = sector_gbps / copy_gbps;
+    }
     record["changed_output_bytes"] = row.changed;
     record["write_check"] = row.write_ok ? "passed" : "failed";
     json["records"].push_back(record);
@@ -1311,6 +1338,19 @@ int run(const std::string& json_path, const std::vector<std::string>& kernels,
     }
   }
   std::printf("  (H=64 heads, D=128, R=64 rope dims, K=512 top-k; T tokens of the call)\n");
+  bool sector_header = false;
+  for (const Row& row : rows) {
+    if (row.c.sector_bytes <= 0) continue;
+    if (!sector_header) {
+      std::printf(
+          "\nthe same at 32-byte sector granularity (each gathered sector counted once):\n");
+      sector_header = true;
+    }
+    const double sector_gbps = gigabytes_per_second(row.c.sector_bytes, row.m.median_us);
+    std::printf("  %-16s %-8s %10.3f MB %8.1f GB/s %6.1f%% of copy\n", row.c.kernel.c_str(),
+                row.c.size.c_str(), static_cast<double>(row.c.sector_bytes) / 1e6, sector_gbps,
+                100.0 * sector_gbps / copy_gbps);
+  }
 
   if (!json_path.empty()) {
     std::ofstream file(json_path);
@@ -1341,7 +1381,9 @@ int main(int argc, char** argv) {
   for (const std::string& name : kKernelNames) kernel_help += " " + name;
   app.add_option("--json", json_path, "write the records to this JSON file");
   app.add_option("--kernels", kernels, kernel_help);
-  app.add_option("--sizes", sizes, "comma-separated sizes, or all: small serving large dense dense_large (dense*: C128 stores only)");
+  app.add_option("--sizes", sizes,
+                 "comma-separated sizes, or all: small serving large dense dense_large (dense*: "
+                 "C128 stores only)");
   app.add_option("--repeat", repetitions, "timed repetitions per case (median and min)")
       ->check(CLI::Range(1, 10000));
   app.add_flag("--dry-run", dry,

@@ -52,6 +52,15 @@ __global__ void __launch_bounds__(kIndexerQThreadsPerBlock)
   u32 words[Coarsen][8];
   indexer_q_detail::load_rotated_tile<G>(params, at, words);
 
+  // Output addresses of head 0 of the tile; head c is c rows further. Computed once, so the
+  // per-head stores below are a constant offset each.
+  unsigned char* const packed_out =
+      params.q_packed + at.first_row * (HeadDim / 2) + at.lane * (kIndexerQElementsPerThread / 2);
+  unsigned char* const scale_out = params.q_scale +
+                                   at.first_row * (HeadDim / kIndexerQMxFp4BlockSize) +
+                                   at.lane / kLanesPerBlock;
+  const bool writes_scale = at.lane % kLanesPerBlock == 0;
+
 #pragma unroll
   for (int c = 0; c < Coarsen; ++c) {
     const float amax =
@@ -63,13 +72,9 @@ __global__ void __launch_bounds__(kIndexerQThreadsPerBlock)
         pack_e2m1x8_scaled({words[c][0], words[c][1], words[c][2], words[c][3]}, scale),
         pack_e2m1x8_scaled({words[c][4], words[c][5], words[c][6], words[c][7]}, scale)};
     if (at.active) {
-      const long long row = at.first_row + c;
-      indexer_q_detail::store_8b(
-          params.q_packed + row * (HeadDim / 2) + at.lane * (kIndexerQElementsPerThread / 2),
-          packed[0], packed[1]);
-      if (at.lane % kLanesPerBlock == 0) {
-        params.q_scale[row * (HeadDim / kIndexerQMxFp4BlockSize) + at.lane / kLanesPerBlock] =
-            static_cast<unsigned char>(exponent);
+      indexer_q_detail::store_8b(packed_out + c * (HeadDim / 2), packed[0], packed[1]);
+      if (writes_scale) {
+        scale_out[c * (HeadDim / kIndexerQMxFp4BlockSize)] = static_cast<unsigned char>(exponent);
       }
     }
   }

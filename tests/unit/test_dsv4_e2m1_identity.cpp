@@ -42,7 +42,8 @@ std::uint16_t fma_bf16(std::uint16_t a, std::uint16_t b, std::uint16_t c) {
   return round_to_bf16_bits(bf16_value(a) * bf16_value(b) + bf16_value(c));
 }
 
-// The kernel's lane computation, bit for bit.
+// The kernel's result for one element, bit for bit (the kernel takes the same code bits and
+// sign bit, but moves them into place eight elements at a time).
 std::uint8_t e2m1_code_on_hopper(std::uint16_t x, std::uint32_t exponent) {
   const auto magnitude = static_cast<std::uint16_t>(x & 0x7FFF);
   const auto inverse = static_cast<std::uint16_t>((254u - exponent) << 7);
