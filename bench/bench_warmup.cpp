@@ -6,12 +6,26 @@
 //   zerojit_bench_warmup --mode cold|disk|memory --jobs N [--manifest default|union]
 //                        [--cache-dir DIR] [--compile-only] [--arch sm_90a]
 // Prints one JSON object.
+//   zerojit_bench_warmup --mode phases [--manifest default|union] [--arch sm_90a] [--context]
+// First what a process pays before its first key (loading NVRTC, NVRTC's start-up, on a new
+// thread, in a forked child; --context: after creating a CUDA context, as a serving process
+// has), then every key compiled once in this process, no cache, with NVRTC's own timing
+// (--time) on: each key's milliseconds per NVRTC phase: front end, NVVM optimizer, PTX
+// translation (ptxas).
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dsv4/model.hpp"
@@ -50,6 +64,120 @@ void register_manifest(WarmupRegistry& registry, const std::string& which) {
   for (const auto& config : configs) dsv4::AttentionKernels(config).register_warmup(registry);
 }
 
+// NVRTC's account of one compile: milliseconds per phase, as its --time CSV gives them
+// ("file, phase, value, unit" lines after a header).
+std::vector<std::pair<std::string, double>> nvrtc_phases(NvrtcInput input) {
+  const std::filesystem::path csv = std::filesystem::temp_directory_path() /
+                                    ("zerojit-nvrtc-time-" + std::to_string(::getpid()) + ".csv");
+  std::filesystem::remove(csv);
+  input.options.push_back("--time=" + csv.string());
+  run_nvrtc(input);
+  std::vector<std::pair<std::string, double>> phases;
+  std::ifstream file(csv);
+  std::string line;
+  std::getline(file, line);  // header
+  while (std::getline(file, line)) {
+    std::vector<std::string> fields;
+    std::stringstream stream(line);
+    for (std::string field; std::getline(stream, field, ',');) {
+      field.erase(0, field.find_first_not_of(' '));
+      fields.push_back(field);
+    }
+    if (fields.size() >= 3) phases.emplace_back(fields[1], std::atof(fields[2].c_str()));
+  }
+  std::filesystem::remove(csv);
+  return phases;
+}
+
+void print_phase_list(const std::vector<std::pair<std::string, double>>& phases) {
+  for (const auto& [phase, ms] : phases) std::printf("  %s %.0f", phase.c_str(), ms);
+}
+
+// What every compiling process pays before its first key: loading NVRTC, and NVRTC's own
+// start-up inside its first compile (here of an empty kernel; the second one shows the rest).
+// Both are timed from outside, without NVRTC's --time (which has a start-up of its own).
+void print_start_up(const std::string& arch) {
+  const auto load_start = Clock::now();
+  const std::string version = nvrtc_version();
+  const double load_ms = 1e3 * seconds_since(load_start);
+  NvrtcInput empty;
+  empty.kernel_name = "empty";
+  empty.arch = arch;
+  empty.source_path = "empty.cu";
+  empty.source = "extern \"C\" __global__ void empty_kernel() {}\n";
+  empty.options.assign(std::begin(kDefaultNvrtcOptions), std::end(kDefaultNvrtcOptions));
+  empty.options.push_back("--gpu-architecture=" + arch);
+  std::printf("NVRTC %s loaded in %.1f ms; an empty kernel compiles in", version.c_str(), load_ms);
+  for (const char* which : {"first", "second"}) {
+    const auto start = Clock::now();
+    run_nvrtc(empty);
+    std::printf(" %.1f ms (%s)", 1e3 * seconds_since(start), which);
+  }
+  const auto start = Clock::now();
+  const auto phases = nvrtc_phases(empty);
+  std::printf(", %.1f ms with --time (", 1e3 * seconds_since(start));
+  print_phase_list(phases);
+  std::printf(" )\n");
+  // Is the start-up per process or per thread? A fresh thread, then a fresh thread of a child.
+  auto time_on_new_thread = [&] {
+    double ms = 0.0;
+    std::thread([&] {
+      const auto thread_start = Clock::now();
+      run_nvrtc(empty);
+      ms = 1e3 * seconds_since(thread_start);
+    }).join();
+    return ms;
+  };
+  std::printf("  on a new thread: %.1f ms, again on another: %.1f ms\n", time_on_new_thread(),
+              time_on_new_thread());
+  std::fflush(stdout);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    const auto child_start = Clock::now();
+    run_nvrtc(empty);
+    const double first = 1e3 * seconds_since(child_start);
+    std::printf("  in a forked child: %.1f ms, on a new thread of it: %.1f ms\n", first,
+                time_on_new_thread());
+    std::fflush(stdout);
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+}
+
+// --mode phases: each key once, in this process, slowest first.
+int print_phases(const WarmupRegistry& registry, const std::string& arch) {
+  print_start_up(arch);
+  struct Row {
+    double total_ms = 0.0;
+    std::vector<std::pair<std::string, double>> phases;
+    std::string name;
+  };
+  std::vector<Row> rows;
+  std::map<std::string, double> sums;
+  for (const auto& entry : registry.manifest().entries) {
+    Row row;
+    row.phases = nvrtc_phases(make_nvrtc_input(entry.program(), arch));
+    for (const auto& [phase, ms] : row.phases) {
+      row.total_ms += ms;
+      sums[phase] += ms;
+    }
+    row.name = std::string(entry.kernel->name()) + " " + entry.key_text;
+    rows.push_back(std::move(row));
+  }
+  std::sort(rows.begin(), rows.end(),
+            [](const Row& a, const Row& b) { return a.total_ms > b.total_ms; });
+  for (const Row& row : rows) {
+    std::printf("%7.1f ms =", row.total_ms);
+    print_phase_list(row.phases);
+    std::printf("  | %s\n", row.name.c_str());
+  }
+  std::printf("sum over %zu keys:", rows.size());
+  for (const auto& [phase, ms] : sums) std::printf("  %s %.0f ms", phase.c_str(), ms);
+  std::printf("\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -58,22 +186,46 @@ int main(int argc, char** argv) {
   bool compile_only = false;
   bool per_key = false;
   bool processes = false;  // compile in forked worker processes (WarmupOptions::compile_processes)
+  bool with_context = false;  // --mode phases: create a CUDA context first
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
-    if (arg == "--mode") mode = value();
-    else if (arg == "--jobs") jobs = std::atoi(value().c_str());
-    else if (arg == "--manifest") manifest_name = value();
-    else if (arg == "--cache-dir") cache_dir = value();
-    else if (arg == "--arch") arch = value();
-    else if (arg == "--compile-only") compile_only = true;
-    else if (arg == "--per-key") per_key = true;
-    else if (arg == "--processes") processes = true;
+    if (arg == "--mode")
+      mode = value();
+    else if (arg == "--jobs")
+      jobs = std::atoi(value().c_str());
+    else if (arg == "--manifest")
+      manifest_name = value();
+    else if (arg == "--cache-dir")
+      cache_dir = value();
+    else if (arg == "--arch")
+      arch = value();
+    else if (arg == "--compile-only")
+      compile_only = true;
+    else if (arg == "--per-key")
+      per_key = true;
+    else if (arg == "--processes")
+      processes = true;
+    else if (arg == "--context")
+      with_context = true;
     else {
-      std::fprintf(stderr, "usage: %s --mode cold|disk|memory --jobs N [--manifest default|union] "
-                   "[--cache-dir DIR] [--compile-only] [--arch ARCH] [--per-key] [--processes]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s --mode cold|disk|memory|phases --jobs N [--manifest default|union] "
+                   "[--cache-dir DIR] [--compile-only] [--arch ARCH] [--per-key] [--processes] "
+                   "[--context]\n",
+                   argv[0]);
       return 2;
     }
+  }
+  if (mode == "phases") {
+    if (with_context && cuda::device_count() > 0) {
+      const auto context_start = Clock::now();
+      cuda::make_device_current(0);
+      std::printf("context created in %.1f ms\n", 1e3 * seconds_since(context_start));
+    }
+    WarmupRegistry registry;
+    register_manifest(registry, manifest_name);
+    return print_phases(registry, arch);
   }
   if (mode != "memory" && cache_dir.empty()) {
     std::fprintf(stderr, "--cache-dir is required for --mode %s\n", mode.c_str());
