@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -94,8 +95,8 @@ void print_phase_list(const std::vector<std::pair<std::string, double>>& phases)
 }
 
 // What every compiling process pays before its first key: loading NVRTC, and NVRTC's own
-// start-up inside its first compile (here of an empty kernel; the second one shows the rest).
-// Both are timed from outside, without NVRTC's --time (which has a start-up of its own).
+// start-up inside its first compile (here of an empty kernel: the second one shows the rest),
+// timed from outside; then whether a new thread or a forked child pays it again.
 void print_start_up(const std::string& arch) {
   const auto load_start = Clock::now();
   const std::string version = nvrtc_version();
@@ -118,7 +119,6 @@ void print_start_up(const std::string& arch) {
   std::printf(", %.1f ms with --time (", 1e3 * seconds_since(start));
   print_phase_list(phases);
   std::printf(" )\n");
-  // Is the start-up per process or per thread? A fresh thread, then a fresh thread of a child.
   auto time_on_new_thread = [&] {
     double ms = 0.0;
     std::thread([&] {
@@ -132,6 +132,10 @@ void print_start_up(const std::string& arch) {
               time_on_new_thread());
   std::fflush(stdout);
   const pid_t child = ::fork();
+  if (child < 0) {
+    std::printf("  (fork failed: %s)\n", std::strerror(errno));
+    return;
+  }
   if (child == 0) {
     const auto child_start = Clock::now();
     run_nvrtc(empty);
