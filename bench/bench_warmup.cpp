@@ -7,6 +7,7 @@
 //                        [--cache-dir DIR] [--compile-only] [--arch sm_90a]
 // Prints one JSON object.
 //   zerojit_bench_warmup --mode phases [--manifest default|union] [--arch sm_90a] [--context]
+//                        [--nvrtc-option OPTION]...
 // First what a process pays before its first key (loading NVRTC, NVRTC's start-up, on a new
 // thread, in a forked child; --context: after creating a CUDA context, as a serving process
 // has), then every key compiled once in this process, no cache, with NVRTC's own timing
@@ -150,7 +151,8 @@ void print_start_up(const std::string& arch) {
 }
 
 // --mode phases: each key once, in this process, slowest first.
-int print_phases(const WarmupRegistry& registry, const std::string& arch) {
+int print_phases(const WarmupRegistry& registry, const std::string& arch,
+                 const std::vector<std::string>& extra_options) {
   print_start_up(arch);
   struct Row {
     double total_ms = 0.0;
@@ -161,7 +163,9 @@ int print_phases(const WarmupRegistry& registry, const std::string& arch) {
   std::map<std::string, double> sums;
   for (const auto& entry : registry.manifest().entries) {
     Row row;
-    row.phases = nvrtc_phases(make_nvrtc_input(entry.program(), arch));
+    NvrtcInput input = make_nvrtc_input(entry.program(), arch);
+    input.options.insert(input.options.end(), extra_options.begin(), extra_options.end());
+    row.phases = nvrtc_phases(std::move(input));
     for (const auto& [phase, ms] : row.phases) {
       row.total_ms += ms;
       sums[phase] += ms;
@@ -190,7 +194,8 @@ int main(int argc, char** argv) {
   bool compile_only = false;
   bool per_key = false;
   bool processes = false;  // compile in forked worker processes (WarmupOptions::compile_processes)
-  bool with_context = false;  // --mode phases: create a CUDA context first
+  bool with_context = false;               // --mode phases: create a CUDA context first
+  std::vector<std::string> extra_options;  // --mode phases: added to every key's NVRTC options
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -212,11 +217,13 @@ int main(int argc, char** argv) {
       processes = true;
     else if (arg == "--context")
       with_context = true;
+    else if (arg == "--nvrtc-option")
+      extra_options.push_back(value());
     else {
       std::fprintf(stderr,
                    "usage: %s --mode cold|disk|memory|phases --jobs N [--manifest default|union] "
                    "[--cache-dir DIR] [--compile-only] [--arch ARCH] [--per-key] [--processes] "
-                   "[--context]\n",
+                   "[--context] [--nvrtc-option OPTION]...\n",
                    argv[0]);
       return 2;
     }
@@ -229,7 +236,7 @@ int main(int argc, char** argv) {
     }
     WarmupRegistry registry;
     register_manifest(registry, manifest_name);
-    return print_phases(registry, arch);
+    return print_phases(registry, arch, extra_options);
   }
   if (mode != "memory" && cache_dir.empty()) {
     std::fprintf(stderr, "--cache-dir is required for --mode %s\n", mode.c_str());
