@@ -1768,6 +1768,15 @@ std::string check_exchange(const ExchangeCase& c, int devices = 1) {
   return failures;
 }
 
+// Compiles the DCP pack keys of the cases (a launch then only loads them).
+void precompile_exchange_keys(const std::vector<ExchangeCase>& cases) {
+  std::vector<DcpPackKey> keys;
+  for (const ExchangeCase& c : cases) {
+    keys.push_back({c.topk, c.has_row_starts, c.world_size, c.interleave});
+  }
+  precompile(DcpPackKernel::instance(), keys);
+}
+
 TEST_F(Dsv4Gpu, DcpExchangeOnOneGpuGivesTheExactGlobalTopK) {
   const std::vector<ExchangeCase> cases = {
       {"decode", 2, 1, false, 512, 9, 5000, 81},
@@ -1777,11 +1786,7 @@ TEST_F(Dsv4Gpu, DcpExchangeOnOneGpuGivesTheExactGlobalTopK) {
       {"fewer positions than top-k (-1 padding)", 4, 1, true, 1024, 5, 700, 85},
       {"V4-Pro top-k", 2, 2, false, 1024, 7, 6000, 86},
   };
-  std::vector<DcpPackKey> keys;
-  for (const ExchangeCase& c : cases) {
-    keys.push_back({c.topk, c.has_row_starts, c.world_size, c.interleave});
-  }
-  precompile(DcpPackKernel::instance(), keys);
+  precompile_exchange_keys(cases);
   for (const ExchangeCase& c : cases) EXPECT_NO_FAILURE(check_exchange(c));
 }
 
@@ -1797,11 +1802,7 @@ TEST_F(Dsv4Gpu, DcpExchangeAcrossTwoGpusGivesTheExactGlobalTopK) {
       {"prefill chunk with row starts, two ranks per GPU", 4, 2, true, 512, 6, 7000, 92},
       {"V4-Pro top-k, interleave 64", 2, 64, false, 1024, 7, 6000, 93},
   };
-  std::vector<DcpPackKey> keys;
-  for (const ExchangeCase& c : cases) {
-    keys.push_back({c.topk, c.has_row_starts, c.world_size, c.interleave});
-  }
-  precompile(DcpPackKernel::instance(), keys);  // each device loads its modules at first use
+  precompile_exchange_keys(cases);  // each device loads its modules at first use
   for (const ExchangeCase& c : cases) EXPECT_NO_FAILURE(check_exchange(c, 2));
   cuda::make_device_current(0);
 }
