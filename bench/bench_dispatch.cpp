@@ -40,23 +40,25 @@ template <class Kernel>
 typename Kernel::Descriptors first_point(const WarmupSpace<typename Kernel::Descriptors>& space) {
   typename Kernel::Descriptors first{};
   bool found = false;
-  space.for_each_point([&](std::size_t, const std::vector<std::size_t>&,
-                           const typename Kernel::Descriptors* d) {
-    if (d && !found) {
-      first = *d;
-      found = true;
-    }
-  });
+  space.for_each_point(
+      [&](std::size_t, const std::vector<std::size_t>&, const typename Kernel::Descriptors* d) {
+        if (d && !found) {
+          first = *d;
+          found = true;
+        }
+      });
   return first;
 }
 
 void BM_IndexerQFp8(benchmark::State& state) {
   auto& k = IndexerQFp8Kernel::instance();
-  run_dispatch(state, k, first_point<IndexerQFp8Kernel>(k.warmup_space(128, 64, 64, DType::f32, 8192)));
+  run_dispatch(state, k,
+               first_point<IndexerQFp8Kernel>(k.warmup_space(128, 64, 64, DType::f32, 8192)));
 }
 void BM_IndexerQMxFp4(benchmark::State& state) {
   auto& k = IndexerQMxFp4Kernel::instance();
-  run_dispatch(state, k, first_point<IndexerQMxFp4Kernel>(k.warmup_space(128, 64, 64, DType::f32, 8192)));
+  run_dispatch(state, k,
+               first_point<IndexerQMxFp4Kernel>(k.warmup_space(128, 64, 64, DType::f32, 8192)));
 }
 void BM_DequantGather(benchmark::State& state) {
   auto& k = DequantGatherKernel::instance();

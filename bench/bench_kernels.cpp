@@ -1181,8 +1181,8 @@ int dry_run(const std::vector<std::string>& kernels, const std::vector<std::stri
                   std::chrono::duration<double>(done - built).count(),
                   ok ? "" : "  WRITE CHECK FAILED");
       if (c.sector_bytes > 0) {
-        std::printf("%-16s %-8s %8s %7s %10.3f  (at 32-byte sector granularity)\n", "", "", "",
-                    "", static_cast<double>(c.sector_bytes) / 1e6);
+        std::printf("%-16s %-8s %8s %7s %10.3f  (at 32-byte sector granularity)\n", "", "", "", "",
+                    static_cast<double>(c.sector_bytes) / 1e6);
       }
       std::fflush(stdout);
     }

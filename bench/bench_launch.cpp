@@ -49,7 +49,8 @@ void BM_RawCuLaunchKernel(benchmark::State& state) {
   if (!gpu_ready()) return state.SkipWithError("no CUDA device");
   auto& kernel = zerojit::examples::EmptyKernel::instance();
   const auto spec = kernel.plan(32);
-  const zerojit::LoadedFunction& function = kernel.get_or_compile(spec.key, zerojit::LaunchTarget{});
+  const zerojit::LoadedFunction& function =
+      kernel.get_or_compile(spec.key, zerojit::LaunchTarget{});
   zj::examples::ScaleAddParams params{nullptr, nullptr, 0, 0.0};
   void* args[] = {&params};
   const auto& api = driver();
@@ -89,7 +90,8 @@ void BM_SideBySide(benchmark::State& state) {
   using Clock = std::chrono::steady_clock;
   auto& kernel = zerojit::examples::EmptyKernel::instance();
   const auto spec = kernel.plan(32);
-  const zerojit::LoadedFunction& function = kernel.get_or_compile(spec.key, zerojit::LaunchTarget{});
+  const zerojit::LoadedFunction& function =
+      kernel.get_or_compile(spec.key, zerojit::LaunchTarget{});
   kernel(32, zerojit::LaunchTarget{});  // warm the hit path
   zj::examples::ScaleAddParams params{nullptr, nullptr, 0, 0.0};
   void* args[] = {&params};

@@ -21,22 +21,25 @@ C128CompressKey C128CompressKernel::dispatch(const C128CompressDescriptors& d) c
   C128CompressKey key{static_cast<int>(d.compressed_kv.size(1)),
                       static_cast<int>(d.state_cache.size(2) / 2)};
   if (key.head_size % 64 != 0) {
-    checks.fail("compressed_kv", "head size must be a multiple of 64, got " + to_string(d.compressed_kv));
+    checks.fail("compressed_kv",
+                "head size must be a multiple of 64, got " + to_string(d.compressed_kv));
   }
   return key;
 }
 
 Program C128CompressKernel::program(const C128CompressKey& key) const {
   if (key.head_size != params::kCompressorHeadSize || key.state_width != key.head_size) {
-    throw InvalidArgument(name(), "key", "no kernel for " + describe(key) +
-                                             ": this family is built for head 512 with state "
-                                             "width 512");
+    throw InvalidArgument(name(), "key",
+                          "no kernel for " + describe(key) +
+                              ": this family is built for head 512 with state "
+                              "width 512");
   }
   Program program;
   program.kernel_name = name();
   program.files = &embedded_files();
   program.source_path = "dsv4/c128_compress.cu";
-  program.name_expressions = {"zj::dsv4::c128_compress_kernel<" + std::to_string(key.head_size) + ">"};
+  program.name_expressions = {"zj::dsv4::c128_compress_kernel<" + std::to_string(key.head_size) +
+                              ">"};
   program.key_text = describe(key);
   return program;
 }
@@ -95,7 +98,8 @@ TensorRef C128CompressKernel::operator()(const C128CompressArgs& args, cuda::Str
 
 WarmupSpace<C128CompressDescriptors> C128CompressKernel::warmup_space(int head_size) const {
   C128CompressDescriptors d;
-  d.state_cache = TensorDesc::contiguous(DType::f32, {64, params::kC128StateBlockSize, 2 * head_size});
+  d.state_cache =
+      TensorDesc::contiguous(DType::f32, {64, params::kC128StateBlockSize, 2 * head_size});
   d.token_to_req = TensorDesc::contiguous(DType::i32, {1});
   d.positions = TensorDesc::contiguous(DType::i64, {1});
   d.slot_mapping = TensorDesc::contiguous(DType::i64, {1});

@@ -46,8 +46,8 @@ struct C128CompressArgs {
   TensorRef compressed_kv;  // output; rows of inactive tokens stay unwritten
 
   C128CompressDescriptors descriptors() const {
-    return {state_cache.desc, token_to_req.desc, positions.desc,
-            slot_mapping.desc, block_table.desc, compressed_kv.desc};
+    return {state_cache.desc,  token_to_req.desc, positions.desc,
+            slot_mapping.desc, block_table.desc,  compressed_kv.desc};
   }
 };
 

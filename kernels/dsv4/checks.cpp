@@ -13,7 +13,8 @@ void ArgumentChecks::tensor(const TensorDesc& t, std::string_view argument,
   for (DType dtype : allowed) dtype_ok = dtype_ok || t.dtype == dtype;
   if (!dtype_ok) {
     std::string names;
-    for (DType dtype : allowed) names += (names.empty() ? "" : " or ") + std::string(dtype_name(dtype));
+    for (DType dtype : allowed)
+      names += (names.empty() ? "" : " or ") + std::string(dtype_name(dtype));
     fail(argument, "dtype must be " + names + ", got " + to_string(t));
   }
   if (t.ndim != ndim) {
@@ -48,8 +49,8 @@ void ArgumentChecks::innermost_contiguous(const TensorDesc& t, std::string_view 
 void ArgumentChecks::aligned(const TensorDesc& t, std::string_view argument,
                              std::int64_t bytes) const {
   if (t.alignment % bytes != 0) {
-    fail(argument, "base address must be " + std::to_string(bytes) + "-byte aligned, got " +
-                       to_string(t));
+    fail(argument,
+         "base address must be " + std::to_string(bytes) + "-byte aligned, got " + to_string(t));
   }
 }
 

@@ -19,8 +19,8 @@ DcpPackKey DcpPackKernel::dispatch(const DcpPackDescriptors& d) const {
   DcpPackKey key{static_cast<int>(d.topk_indices.size(1)), d.row_starts.has_value(),
                  d.dcp_world_size, d.cp_interleave};
   if (key.topk != 512 && key.topk != 1024 && key.topk != 2048) {
-    checks.fail("topk_indices", "top-k (shape[1]) must be 512, 1024 or 2048, got " +
-                                    to_string(d.topk_indices));
+    checks.fail("topk_indices",
+                "top-k (shape[1]) must be 512, 1024 or 2048, got " + to_string(d.topk_indices));
   }
   checks.positive(key.dcp_world_size, "dcp_world_size");
   checks.positive(key.cp_interleave, "cp_interleave");
@@ -83,7 +83,8 @@ LaunchSpecWithOutputs<DcpPackKey, TensorRef> DcpPackKernel::plan(const DcpPackAr
   p.rank = a.dcp_rank;
   const params::DcpPackGrid grid = params::dcp_pack_grid(rows, key.topk);
   LaunchSpecWithOutputs<DcpPackKey, TensorRef> spec{key, {}, {}, a.packed};
-  spec.geometry.grid = {static_cast<std::uint32_t>(grid.rows), static_cast<std::uint32_t>(grid.tiles), 1};
+  spec.geometry.grid = {static_cast<std::uint32_t>(grid.rows),
+                        static_cast<std::uint32_t>(grid.tiles), 1};
   spec.geometry.block.x = params::kDcpPackThreadsPerBlock;
   spec.args.push(p);
   return spec;
@@ -103,11 +104,11 @@ WarmupSpace<DcpPackDescriptors> DcpPackKernel::warmup_space(int topk, int dcp_wo
   base.dcp_world_size = dcp_world_size;
   base.cp_interleave = cp_interleave;
   WarmupSpace<DcpPackDescriptors> space(base);
-  space.choices("has_row_starts", std::vector<bool>{false, true},
-                [](DcpPackDescriptors& d, bool has) {
-                  d.row_starts = has ? std::optional<TensorDesc>(TensorDesc::contiguous(DType::i32, {1}))
-                                     : std::nullopt;
-                });
+  space.choices(
+      "has_row_starts", std::vector<bool>{false, true}, [](DcpPackDescriptors& d, bool has) {
+        d.row_starts =
+            has ? std::optional<TensorDesc>(TensorDesc::contiguous(DType::i32, {1})) : std::nullopt;
+      });
   return space;
 }
 

@@ -56,9 +56,13 @@ struct DcpPackArgs {
   int cp_interleave = 1;
 
   DcpPackDescriptors descriptors() const {
-    return {logits.desc, topk_indices.desc,
+    return {logits.desc,
+            topk_indices.desc,
             row_starts ? std::optional<TensorDesc>(row_starts->desc) : std::nullopt,
-            packed.desc, dcp_rank, dcp_world_size, cp_interleave};
+            packed.desc,
+            dcp_rank,
+            dcp_world_size,
+            cp_interleave};
   }
 };
 

@@ -22,8 +22,8 @@ DequantGatherKey DequantGatherKernel::dispatch(const DequantGatherDescriptors& d
 
 Program DequantGatherKernel::program(const DequantGatherKey& key) const {
   if (key.block_size < 1) {
-    throw InvalidArgument(name(), "key", "block_size must be positive, got " +
-                                             std::to_string(key.block_size));
+    throw InvalidArgument(name(), "key",
+                          "block_size must be positive, got " + std::to_string(key.block_size));
   }
   Program program;
   program.kernel_name = name();
@@ -48,7 +48,8 @@ LaunchSpec<DequantGatherKey> DequantGatherKernel::plan(const DequantGatherArgs& 
   const std::int64_t rows = out.size(1);
 
   const TensorDesc& cache = a.k_cache.desc;
-  checks.size(cache, "k_cache", 2, params::kDequantGatherTokenBytes + params::kDequantGatherScaleBytes);
+  checks.size(cache, "k_cache", 2,
+              params::kDequantGatherTokenBytes + params::kDequantGatherScaleBytes);
   checks.innermost_contiguous(cache, "k_cache");
   checks.aligned(cache, "k_cache", 32);
   const std::int64_t page_stride = cache.stride(0);
@@ -73,8 +74,8 @@ LaunchSpec<DequantGatherKey> DequantGatherKernel::plan(const DequantGatherArgs& 
   checks.innermost_contiguous(a.block_table.desc, "block_table");
   checks.same_device(a.block_table.desc, "block_table", out);
   if (a.offset < 0 || a.offset > rows) {
-    checks.fail("offset", "must be in [0, " + std::to_string(rows) + "], got " +
-                              std::to_string(a.offset));
+    checks.fail("offset",
+                "must be in [0, " + std::to_string(rows) + "], got " + std::to_string(a.offset));
   }
 
   params::DequantGatherParams p{};
@@ -95,7 +96,8 @@ LaunchSpec<DequantGatherKey> DequantGatherKernel::plan(const DequantGatherArgs& 
 
   LaunchSpec<DequantGatherKey> spec;
   spec.key = key;
-  spec.geometry.grid = {static_cast<std::uint32_t>(num_reqs), static_cast<std::uint32_t>(p.num_workers), 1};
+  spec.geometry.grid = {static_cast<std::uint32_t>(num_reqs),
+                        static_cast<std::uint32_t>(p.num_workers), 1};
   spec.geometry.block.x = params::kDequantGatherThreadsPerBlock;
   spec.args.push(p);
   return spec;

@@ -155,7 +155,7 @@ __global__ void __launch_bounds__(kDequantGatherThreadsPerBlock, kDequantGatherM
         }
         if (lane == 4) {
           copy_async_8b(stage_address + kDequantGatherTokenBytes,
-                                page_base + kScaleBase + row * kDequantGatherScaleBytes);
+                        page_base + kScaleBase + row * kDequantGatherScaleBytes);
         }
         stage_valid |= 1u << stage;
       } else {
@@ -190,8 +190,8 @@ __global__ void __launch_bounds__(kDequantGatherThreadsPerBlock, kDequantGatherM
         load_shared_8b(stage_address + high * 8, codes);
         detail::dequantize_chunk(codes, load_shared_byte(scales + high / 8), high_chunk);
       } else {
-        load_shared_16b(
-            stage_address + kDequantGatherFp8Dim + (high - detail::kFp8Chunks) * 16, high_chunk);
+        load_shared_16b(stage_address + kDequantGatherFp8Dim + (high - detail::kFp8Chunks) * 16,
+                        high_chunk);
       }
 
       const long long index = first + static_cast<long long>(n) * step;

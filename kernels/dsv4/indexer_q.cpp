@@ -47,7 +47,8 @@ void IndexerQKernel::check_key(const IndexerQKey& key) const {
   }
   if (key.coarsen < 1 || key.num_heads <= 0 || key.num_heads % key.coarsen != 0) {
     checks.fail("key", "num_heads " + std::to_string(key.num_heads) +
-                           " must be a positive multiple of coarsen " + std::to_string(key.coarsen));
+                           " must be a positive multiple of coarsen " +
+                           std::to_string(key.coarsen));
   }
   if (!mxfp4_ && key.coarsen > 8) checks.fail("key", "the FP8 kernel needs coarsen <= 8");
   if (key.cos_sin_dtype != DType::f32 && key.cos_sin_dtype != DType::bf16) {
@@ -62,8 +63,8 @@ Program IndexerQKernel::make_program(const IndexerQKey& key, const char* source,
   program.kernel_name = name();
   program.files = &embedded_files();
   program.source_path = source;
-  program.name_expressions = {std::string("zj::dsv4::") + function + "<" +
-                              template_arguments(key) + ">"};
+  program.name_expressions = {std::string("zj::dsv4::") + function + "<" + template_arguments(key) +
+                              ">"};
   program.key_text = describe(key);
   return program;
 }
@@ -217,8 +218,8 @@ LaunchSpecWithOutputs<IndexerQKey, IndexerQMxFp4Outputs> IndexerQMxFp4Kernel::pl
   params.q_scale = out.q_scale.as<unsigned char>();
   params.num_tokens = tokens;
   params.scale = in.scale;
-  LaunchSpecWithOutputs<IndexerQKey, IndexerQMxFp4Outputs> spec{key, geometry(key, tokens), {},
-                                                                out};
+  LaunchSpecWithOutputs<IndexerQKey, IndexerQMxFp4Outputs> spec{
+      key, geometry(key, tokens), {}, out};
   spec.args.push(params);
   return spec;
 }

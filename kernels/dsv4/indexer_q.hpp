@@ -10,11 +10,11 @@
 namespace zerojit::dsv4 {
 
 struct IndexerQKey {
-  int head_dim = 128;   // D
-  int rope_dim = 64;    // R: the last R dims are rotated
-  int num_heads = 64;   // H
+  int head_dim = 128;  // D
+  int rope_dim = 64;   // R: the last R dims are rotated
+  int num_heads = 64;  // H
   DType cos_sin_dtype = DType::f32;
-  int coarsen = 1;      // heads per subwarp: 1 below 512 tokens, else 4
+  int coarsen = 1;  // heads per subwarp: 1 below 512 tokens, else 4
 
   static constexpr auto fields() {
     return std::tuple{field("head_dim", &IndexerQKey::head_dim),
@@ -73,8 +73,7 @@ class IndexerQKernel : public JitKernel<IndexerQKey, IndexerQDescriptors> {
   // T in {1, 2, 4, ..., max_tokens} (and max_tokens itself) with the model's indexer shape and
   // the one cos/sin dtype the model's RoPE cache has.
   WarmupSpace<IndexerQDescriptors> warmup_space(int head_dim, int rope_dim, int num_heads,
-                                                DType cos_sin_dtype,
-                                                std::int64_t max_tokens) const;
+                                                DType cos_sin_dtype, std::int64_t max_tokens) const;
 
  protected:
   IndexerQKernel(std::string name, bool mxfp4) : JitKernel(std::move(name)), mxfp4_(mxfp4) {}
@@ -108,8 +107,7 @@ class IndexerQMxFp4Kernel final : public IndexerQKernel {
   Program program(const IndexerQKey& key) const override;
   LaunchSpecWithOutputs<IndexerQKey, IndexerQMxFp4Outputs> plan(
       const IndexerQInputs& inputs, const IndexerQMxFp4Outputs& outputs) const;
-  IndexerQMxFp4Outputs operator()(const IndexerQInputs& inputs,
-                                  const IndexerQMxFp4Outputs& outputs,
+  IndexerQMxFp4Outputs operator()(const IndexerQInputs& inputs, const IndexerQMxFp4Outputs& outputs,
                                   cuda::Stream stream = nullptr);
 
  private:

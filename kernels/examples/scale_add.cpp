@@ -9,7 +9,8 @@ const char* kKernelName = "examples.scale_add";
 
 void check_vector(const TensorDesc& desc, const char* argument) {
   if (desc.device.kind != DeviceKind::cuda) {
-    throw InvalidArgument(kKernelName, argument, "must be on a CUDA device, got " + to_string(desc.device));
+    throw InvalidArgument(kKernelName, argument,
+                          "must be on a CUDA device, got " + to_string(desc.device));
   }
   if (desc.ndim != 1) {
     throw InvalidArgument(kKernelName, argument, "must be 1-D, got " + to_string(desc));
@@ -28,17 +29,18 @@ ScaleAddKernel& ScaleAddKernel::instance() {
 
 ScaleAddKey ScaleAddKernel::dispatch(const ScaleAddDescriptors& d) const {
   if (d.x.dtype != DType::f32 && d.x.dtype != DType::f64) {
-    throw InvalidArgument(kKernelName, "x", "dtype must be f32 or f64, got " +
-                                                std::string(dtype_name(d.x.dtype)));
+    throw InvalidArgument(kKernelName, "x",
+                          "dtype must be f32 or f64, got " + std::string(dtype_name(d.x.dtype)));
   }
-  const bool wide = d.x.ndim == 1 && d.x.size(0) % 4 == 0 && d.x.alignment >= 16 &&
-                    d.y.alignment >= 16;
+  const bool wide =
+      d.x.ndim == 1 && d.x.size(0) % 4 == 0 && d.x.alignment >= 16 && d.y.alignment >= 16;
   return ScaleAddKey{d.x.dtype, wide ? 4 : 1};
 }
 
 Program ScaleAddKernel::program(const ScaleAddKey& key) const {
   if (key.dtype != DType::f32 && key.dtype != DType::f64) {
-    throw Error("kernel " + name() + ": no program for dtype " + std::string(dtype_name(key.dtype)));
+    throw Error("kernel " + name() + ": no program for dtype " +
+                std::string(dtype_name(key.dtype)));
   }
   Program program;
   program.kernel_name = name();
@@ -56,9 +58,9 @@ LaunchSpec<ScaleAddKey> ScaleAddKernel::plan(const ScaleAddArgs& args) const {
     throw InvalidArgument(kKernelName, "y", "dtype must match x's");
   }
   if (args.x.desc.size(0) != args.y.desc.size(0)) {
-    throw InvalidArgument(kKernelName, "y", "length " + std::to_string(args.y.desc.size(0)) +
-                                                " differs from x's " +
-                                                std::to_string(args.x.desc.size(0)));
+    throw InvalidArgument(kKernelName, "y",
+                          "length " + std::to_string(args.y.desc.size(0)) + " differs from x's " +
+                              std::to_string(args.x.desc.size(0)));
   }
   if (args.x.desc.device != args.y.desc.device) {
     throw InvalidArgument(kKernelName, "y", "must be on x's device");
@@ -67,7 +69,8 @@ LaunchSpec<ScaleAddKey> ScaleAddKernel::plan(const ScaleAddArgs& args) const {
   LaunchSpec<ScaleAddKey> spec;
   spec.key = dispatch(descriptors);
   const long long count = args.x.desc.size(0);
-  const long long per_block = static_cast<long long>(zj::examples::kScaleAddThreads) * spec.key.vector_width;
+  const long long per_block =
+      static_cast<long long>(zj::examples::kScaleAddThreads) * spec.key.vector_width;
   spec.geometry.grid.x = static_cast<std::uint32_t>((count + per_block - 1) / per_block);
   spec.geometry.block.x = zj::examples::kScaleAddThreads;
   spec.args.push(zj::examples::ScaleAddParams{args.x.data, args.y.data, count, args.alpha});
@@ -80,9 +83,8 @@ void ScaleAddKernel::operator()(const ScaleAddArgs& args, cuda::Stream stream) {
 }
 
 WarmupSpace<ScaleAddDescriptors> ScaleAddKernel::warmup_space() const {
-  WarmupSpace<ScaleAddDescriptors> space(
-      ScaleAddDescriptors{TensorDesc::contiguous(DType::f32, {1024}),
-                          TensorDesc::contiguous(DType::f32, {1024})});
+  WarmupSpace<ScaleAddDescriptors> space(ScaleAddDescriptors{
+      TensorDesc::contiguous(DType::f32, {1024}), TensorDesc::contiguous(DType::f32, {1024})});
   space
       .choices("dtype", std::vector<DType>{DType::f32, DType::f64},
                [](ScaleAddDescriptors& d, DType v) { d.x.dtype = d.y.dtype = v; })

@@ -61,7 +61,9 @@ class ScaleAddKernel final : public JitKernel<ScaleAddKey, ScaleAddDescriptors> 
 struct EmptyKey {
   int block_threads = 32;
 
-  static constexpr auto fields() { return std::tuple{field("block_threads", &EmptyKey::block_threads)}; }
+  static constexpr auto fields() {
+    return std::tuple{field("block_threads", &EmptyKey::block_threads)};
+  }
   auto operator<=>(const EmptyKey&) const = default;
 };
 

@@ -32,8 +32,9 @@ inline float e4m3_to_float(std::uint8_t code) {
   const int exponent = (code >> 3) & 0xF;
   const int mantissa = code & 0x7;
   if (exponent == 0xF && mantissa == 0x7) return std::nanf("");
-  const float magnitude = exponent == 0 ? std::ldexp(static_cast<float>(mantissa), -9)
-                                        : std::ldexp(1.0f + static_cast<float>(mantissa) / 8.0f, exponent - 7);
+  const float magnitude =
+      exponent == 0 ? std::ldexp(static_cast<float>(mantissa), -9)
+                    : std::ldexp(1.0f + static_cast<float>(mantissa) / 8.0f, exponent - 7);
   return sign ? -magnitude : magnitude;
 }
 
@@ -51,7 +52,7 @@ inline std::uint8_t float_to_e4m3_rn_sat(float x) {
   } else {
     int exponent = 0;
     const double fraction = std::frexp(magnitude, &exponent);  // magnitude = fraction * 2^exponent
-    const int unbiased = exponent - 1;                           // magnitude in [2^u, 2^(u+1))
+    const int unbiased = exponent - 1;                         // magnitude in [2^u, 2^(u+1))
     auto mantissa = static_cast<std::uint32_t>(std::nearbyint((fraction * 2.0 - 1.0) * 8.0));
     std::uint32_t biased = static_cast<std::uint32_t>(unbiased + 7);
     if (mantissa == 8) {

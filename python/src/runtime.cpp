@@ -96,14 +96,11 @@ class KeepCurrentContext {
 
 // Compiles (and loads) every key the configuration's kernels can ask for. Returns the report
 // as JSON and its one-line summary.
-std::tuple<std::string, std::string> warmup(const std::optional<std::string>& model,
-                                            const std::optional<std::string>& model_json,
-                                            const std::optional<std::string>& serving_json,
-                                            const std::vector<int>& devices, int jobs,
-                                            bool compile_only,
-                                            const std::optional<std::string>& arch,
-                                            const std::string& progress, bool arm_monitor,
-                                            bool compile_processes) {
+std::tuple<std::string, std::string> warmup(
+    const std::optional<std::string>& model, const std::optional<std::string>& model_json,
+    const std::optional<std::string>& serving_json, const std::vector<int>& devices, int jobs,
+    bool compile_only, const std::optional<std::string>& arch, const std::string& progress,
+    bool arm_monitor, bool compile_processes) {
   const dsv4::AttentionKernels kernels(resolve_config(model, model_json, serving_json));
   WarmupRegistry registry;
   kernels.register_warmup(registry);

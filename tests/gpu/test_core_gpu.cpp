@@ -48,7 +48,8 @@ void check_scale_add(std::int64_t length, std::uintptr_t misalign_elements, int 
   examples::ScaleAddKernel::instance()(args);
   const std::vector<T> out = dy.template download<T>();
   for (std::size_t i = 0; i < total; ++i) {
-    const bool inside = i >= misalign_elements && i < misalign_elements + static_cast<std::size_t>(length);
+    const bool inside =
+        i >= misalign_elements && i < misalign_elements + static_cast<std::size_t>(length);
     if (!inside) {
       ASSERT_EQ(out[i], y[i]) << "device " << device << ": element " << i
                               << " outside the vector changed";
@@ -62,7 +63,7 @@ void check_scale_add(std::int64_t length, std::uintptr_t misalign_elements, int 
 
 TEST_F(CoreGpu, ScaleAddMatchesTheHostOnEveryPath) {
   ZEROJIT_REQUIRE_GPU();
-  check_scale_add<float>(1 << 20, 0);       // 4-wide
+  check_scale_add<float>(1 << 20, 0);        // 4-wide
   check_scale_add<float>((1 << 20) + 3, 0);  // scalar: length not a multiple of 4
   check_scale_add<float>(4096, 1);           // scalar: misaligned base
   check_scale_add<double>(1, 0);
@@ -95,7 +96,8 @@ TEST_F(CoreGpu, MonitorErrorModeThrowsOnAnUnwarmedKeyAndLaunchesNothing) {
   WarmupRegistry registry;  // a space that only covers f32
   registry.add(kernel, "f32 only", [&kernel] {
     auto space = kernel.warmup_space();
-    space.filter("f32", [](const examples::ScaleAddDescriptors& d) { return d.x.dtype == DType::f32; });
+    space.filter("f32",
+                 [](const examples::ScaleAddDescriptors& d) { return d.x.dtype == DType::f32; });
     return space;
   });
   Monitor::instance().set_mode(MonitorMode::error);
@@ -104,7 +106,8 @@ TEST_F(CoreGpu, MonitorErrorModeThrowsOnAnUnwarmedKeyAndLaunchesNothing) {
   std::vector<double> y(64, 1.0);
   DeviceBuffer dx(y), dy(y);
   const auto desc = TensorDesc::contiguous(DType::f64, {64});
-  examples::ScaleAddArgs args{make_tensor_ref(dx.get(), desc), make_tensor_ref(dy.get(), desc), 5.0};
+  examples::ScaleAddArgs args{make_tensor_ref(dx.get(), desc), make_tensor_ref(dy.get(), desc),
+                              5.0};
   try {
     kernel(args);
     FAIL() << "expected RuntimeJitError";
@@ -118,7 +121,8 @@ TEST_F(CoreGpu, MonitorErrorModeThrowsOnAnUnwarmedKeyAndLaunchesNothing) {
 
 TEST_F(CoreGpu, ArgumentSizeMismatchIsCaughtBeforeLaunch) {
   ZEROJIT_REQUIRE_GPU();
-  if (cuda::driver().cuFuncGetParamInfo == nullptr) GTEST_SKIP() << "driver lacks cuFuncGetParamInfo";
+  if (cuda::driver().cuFuncGetParamInfo == nullptr)
+    GTEST_SKIP() << "driver lacks cuFuncGetParamInfo";
   auto& kernel = examples::EmptyKernel::instance();
   auto spec = kernel.plan(32);
   kernel.launch(spec, LaunchTarget{});  // right size: fine
@@ -138,7 +142,8 @@ TEST_F(CoreGpu, WarmedKernelsCaptureIntoAGraphAndUnwarmedOnesRefuse) {
   std::vector<float> x(1024, 2.0f), y(1024, 1.0f);
   DeviceBuffer dx(x), dy(y);
   const auto desc = TensorDesc::contiguous(DType::f32, {1024});
-  const examples::ScaleAddArgs args{make_tensor_ref(dx.get(), desc), make_tensor_ref(dy.get(), desc), 1.0};
+  const examples::ScaleAddArgs args{make_tensor_ref(dx.get(), desc),
+                                    make_tensor_ref(dy.get(), desc), 1.0};
   kernel(args);  // warms (dtype=f32, vector_width=4): y = 3
   testing::synchronize();
 
@@ -150,7 +155,8 @@ TEST_F(CoreGpu, WarmedKernelsCaptureIntoAGraphAndUnwarmedOnesRefuse) {
   cuda::check(api.cuStreamEndCapture(stream, &graph), "cuStreamEndCapture");
   cuda::GraphExec exec = nullptr;
   cuda::check(api.cuGraphInstantiateWithFlags(&exec, graph, 0), "cuGraphInstantiate");
-  for (int replay = 0; replay < 3; ++replay) cuda::check(api.cuGraphLaunch(exec, stream), "cuGraphLaunch");
+  for (int replay = 0; replay < 3; ++replay)
+    cuda::check(api.cuGraphLaunch(exec, stream), "cuGraphLaunch");
   cuda::check(api.cuStreamSynchronize(stream), "cuStreamSynchronize");
   EXPECT_EQ(dy.download<float>(), std::vector<float>(1024, 9.0f));  // 3 + 3 * 2
 
@@ -158,7 +164,8 @@ TEST_F(CoreGpu, WarmedKernelsCaptureIntoAGraphAndUnwarmedOnesRefuse) {
   std::vector<double> d(16, 1.0);
   DeviceBuffer dd(d);
   const auto ddesc = TensorDesc::contiguous(DType::f64, {15});
-  const examples::ScaleAddArgs unwarmed{make_tensor_ref(dd.get(), ddesc), make_tensor_ref(dd.get(), ddesc), 1.0};
+  const examples::ScaleAddArgs unwarmed{make_tensor_ref(dd.get(), ddesc),
+                                        make_tensor_ref(dd.get(), ddesc), 1.0};
   cuda::check(api.cuStreamBeginCapture(stream, cuda::kStreamCaptureModeThreadLocal), "begin");
   EXPECT_THROW(kernel(unwarmed, stream), RuntimeJitError);
   cuda::Graph discarded = nullptr;
@@ -169,15 +176,14 @@ TEST_F(CoreGpu, WarmedKernelsCaptureIntoAGraphAndUnwarmedOnesRefuse) {
   api.cuStreamDestroy(stream);
 }
 
-
 // --- Two devices (skipped with fewer) ----------------------------------------------------------
 
-#define ZEROJIT_REQUIRE_TWO_GPUS()                                                            \
-  do {                                                                                        \
-    ZEROJIT_REQUIRE_GPU();                                                                    \
-    if (cuda::device_count() < 2) {                                                           \
-      GTEST_SKIP() << "needs two CUDA devices, " << cuda::device_count() << " visible";       \
-    }                                                                                         \
+#define ZEROJIT_REQUIRE_TWO_GPUS()                                                      \
+  do {                                                                                  \
+    ZEROJIT_REQUIRE_GPU();                                                              \
+    if (cuda::device_count() < 2) {                                                     \
+      GTEST_SKIP() << "needs two CUDA devices, " << cuda::device_count() << " visible"; \
+    }                                                                                   \
   } while (0)
 
 cuda::Context current_context() {
@@ -231,8 +237,8 @@ TEST_F(CoreGpu, KeysWarmedOnOneDeviceAreAMonitoredLoadOnTheOther) {
   WarmupRegistry registry;
   examples::register_examples(registry);
   Monitor::instance().set_mode(MonitorMode::error);
-  const auto report = registry.warmup(
-      WarmupOptions{.devices = {0}, .progress = ProgressStyle::none});
+  const auto report =
+      registry.warmup(WarmupOptions{.devices = {0}, .progress = ProgressStyle::none});
   ASSERT_TRUE(report.ok()) << report.to_json();
   ASSERT_EQ(report.devices, std::vector<int>{0});
 

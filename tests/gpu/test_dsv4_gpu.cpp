@@ -1690,7 +1690,8 @@ std::string check_exchange(const ExchangeCase& c, int devices = 1) {
       args.packed = TensorRef{slice, static_cast<float*>(gathered_ref.data) + rank * k * 2};
       args.packed.desc.alignment = pointer_alignment(args.packed.data);
     } else {
-      const in::HostTensor& local = keep_alive.emplace_back(in::make_tensor(DType::f32, {rows, k, 2}));
+      const in::HostTensor& local =
+          keep_alive.emplace_back(in::make_tensor(DType::f32, {rows, k, 2}));
       args.packed = device.put(local);
       rank_outputs.push_back({rank_device, args.packed.as<const float>()});
     }
@@ -1725,10 +1726,10 @@ std::string check_exchange(const ExchangeCase& c, int devices = 1) {
         const float* source = rank_outputs[rank].packed + r * k * 2;
         float* destination = static_cast<float*>(gathered_ref.data) + r * w * k * 2 +
                              static_cast<std::int64_t>(rank) * k * 2;
-        cuda::check(api.cuMemcpyPeer(reinterpret_cast<cuda::DevicePtr>(destination),
-                                     destination_context, reinterpret_cast<cuda::DevicePtr>(source),
-                                     source_context, row_bytes),
-                    "cuMemcpyPeer (device " + std::to_string(source_device) + " -> device 0)");
+        cuda::check(
+            api.cuMemcpyPeer(reinterpret_cast<cuda::DevicePtr>(destination), destination_context,
+                             reinterpret_cast<cuda::DevicePtr>(source), source_context, row_bytes),
+            "cuMemcpyPeer (device " + std::to_string(source_device) + " -> device 0)");
       }
     }
     if (!rank_outputs.empty()) cuda::make_device_current(0);

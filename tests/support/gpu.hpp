@@ -14,15 +14,15 @@
 namespace zerojit::testing {
 
 // Skips the current test, saying why, when no CUDA device can be used.
-#define ZEROJIT_REQUIRE_GPU()                                                          \
-  do {                                                                                 \
-    if (::zerojit::cuda::device_count() == 0) {                                        \
-      GTEST_SKIP() << "no CUDA device: "                                               \
-                   << (::zerojit::cuda::driver_available()                             \
-                           ? std::string("the driver reports none")                    \
-                           : ::zerojit::cuda::driver_unavailable_reason());            \
-    }                                                                                  \
-    ::zerojit::cuda::make_device_current(0);                                           \
+#define ZEROJIT_REQUIRE_GPU()                                               \
+  do {                                                                      \
+    if (::zerojit::cuda::device_count() == 0) {                             \
+      GTEST_SKIP() << "no CUDA device: "                                    \
+                   << (::zerojit::cuda::driver_available()                  \
+                           ? std::string("the driver reports none")         \
+                           : ::zerojit::cuda::driver_unavailable_reason()); \
+    }                                                                       \
+    ::zerojit::cuda::make_device_current(0);                                \
   } while (0)
 
 // Device memory owned by the test; every call is checked.

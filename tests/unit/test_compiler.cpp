@@ -15,8 +15,10 @@ using testing::CoreTest;
 
 // Kernel files local to these tests: one that includes a header, one that does not compile.
 constexpr EmbeddedFile kTestFiles[] = {
-    {"test/ok.cu", "#include \"test/inc.cuh\"\nextern \"C\" __global__ void ok(int* p) { *p = kValue; }\n"},
-    {"test/inc.cuh", "#pragma once\n#include \"test/deep.cuh\"\nconstexpr int kValue = kDeep + 1;\n"},
+    {"test/ok.cu",
+     "#include \"test/inc.cuh\"\nextern \"C\" __global__ void ok(int* p) { *p = kValue; }\n"},
+    {"test/inc.cuh",
+     "#pragma once\n#include \"test/deep.cuh\"\nconstexpr int kValue = kDeep + 1;\n"},
     {"test/deep.cuh", "#pragma once\nconstexpr int kDeep = 41;\n"},
     {"test/bad.cu", "__global__ void bad(int* p) { *p = undeclared_name; }\n"},
     {"test/missing.cu", "#include \"test/nowhere.cuh\"\n"},
@@ -62,8 +64,8 @@ TEST(ProgramIdentity, SameInputsSameHashAnyInputChangedAnotherHash) {
   p.kernel_name = "test.other";  // kernel
   variants.push_back(compute_identity(p, "sm_90a", "13.0"));
   // A header two levels down changes by one character.
-  constexpr EmbeddedFile kChanged[] = {kTestFiles[0], kTestFiles[1],
-                                       {"test/deep.cuh", "#pragma once\nconstexpr int kDeep = 42;\n"}};
+  constexpr EmbeddedFile kChanged[] = {
+      kTestFiles[0], kTestFiles[1], {"test/deep.cuh", "#pragma once\nconstexpr int kDeep = 42;\n"}};
   const EmbeddedFileSet changed_set{kChanged};
   p = base;
   p.files = &changed_set;
@@ -99,7 +101,10 @@ TEST(Compiler, CompilesForNamedArchitecturesWithoutAGpu) {
     const auto identity = compute_identity(p, arch, nvrtc_version());
     const CompiledArtifact artifact = compile_program(p, arch, identity);
     ASSERT_GE(artifact.cubin.size(), 4u);
-    EXPECT_EQ(artifact.cubin.substr(0, 4), "\x7f" "ELF") << arch;
+    EXPECT_EQ(artifact.cubin.substr(0, 4),
+              "\x7f"
+              "ELF")
+        << arch;
     EXPECT_EQ(artifact.lowered("ok"), "ok");
     EXPECT_EQ(artifact.arch, arch);
     EXPECT_EQ(artifact.identity, identity);
@@ -153,7 +158,8 @@ TEST_F(SingleFlight, ManyThreadsAskingForOneKeyCauseOneCompile) {
   {
     std::vector<std::jthread> threads;
     for (int t = 0; t < kThreads; ++t) {
-      threads.emplace_back([&, t] { results[static_cast<std::size_t>(t)] = kernel.compile(key, "sm_90a"); });
+      threads.emplace_back(
+          [&, t] { results[static_cast<std::size_t>(t)] = kernel.compile(key, "sm_90a"); });
     }
   }
   EXPECT_EQ(kernel.counters().compiles, 1u);

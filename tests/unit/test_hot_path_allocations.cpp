@@ -39,14 +39,20 @@ TEST(HotPath, AWarmedLaunchAllocatesNothing) {
   add.y = make_tensor_ref(reinterpret_cast<void*>(0x200000), vector);
   dsv4::IndexerQInputs in;
   const std::int64_t tokens = 600, heads = 64, dim = 128;
-  in.positions = make_tensor_ref(reinterpret_cast<void*>(0x1000000), TensorDesc::contiguous(DType::i64, {tokens}));
-  in.q = make_tensor_ref(reinterpret_cast<void*>(0x2000000), TensorDesc::contiguous(DType::bf16, {tokens, heads, dim}));
-  in.cos_sin_cache = make_tensor_ref(reinterpret_cast<void*>(0x3000000), TensorDesc::contiguous(DType::f32, {4096, 64}));
-  in.weights = make_tensor_ref(reinterpret_cast<void*>(0x4000000), TensorDesc::contiguous(DType::bf16, {tokens, heads}));
+  in.positions = make_tensor_ref(reinterpret_cast<void*>(0x1000000),
+                                 TensorDesc::contiguous(DType::i64, {tokens}));
+  in.q = make_tensor_ref(reinterpret_cast<void*>(0x2000000),
+                         TensorDesc::contiguous(DType::bf16, {tokens, heads, dim}));
+  in.cos_sin_cache = make_tensor_ref(reinterpret_cast<void*>(0x3000000),
+                                     TensorDesc::contiguous(DType::f32, {4096, 64}));
+  in.weights = make_tensor_ref(reinterpret_cast<void*>(0x4000000),
+                               TensorDesc::contiguous(DType::bf16, {tokens, heads}));
   in.scale = 0.01f;
   dsv4::IndexerQFp8Outputs out;
-  out.q_fp8 = make_tensor_ref(reinterpret_cast<void*>(0x5000000), TensorDesc::contiguous(DType::u8, {tokens, heads, dim}));
-  out.weights_out = make_tensor_ref(reinterpret_cast<void*>(0x6000000), TensorDesc::contiguous(DType::f32, {tokens, heads}));
+  out.q_fp8 = make_tensor_ref(reinterpret_cast<void*>(0x5000000),
+                              TensorDesc::contiguous(DType::u8, {tokens, heads, dim}));
+  out.weights_out = make_tensor_ref(reinterpret_cast<void*>(0x6000000),
+                                    TensorDesc::contiguous(DType::f32, {tokens, heads}));
 
   // First calls compile (NVRTC) and load: allocations are expected there.
   empty(32, LaunchTarget{});
@@ -61,7 +67,8 @@ TEST(HotPath, AWarmedLaunchAllocatesNothing) {
     indexer(in, out);
   }
   const std::uint64_t allocations = g_allocations.load() - before;
-  EXPECT_EQ(allocations, 0u) << "heap allocations on the hit path over " << 3 * kLaunches << " launches";
+  EXPECT_EQ(allocations, 0u) << "heap allocations on the hit path over " << 3 * kLaunches
+                             << " launches";
   EXPECT_EQ(backend->launches.load() - launches_before, 3u * kLaunches);
   EXPECT_EQ(backend->loads.load(), 3u);
   Runtime::instance().set_backend(make_cuda_backend());

@@ -18,27 +18,36 @@ std::vector<std::string> manifest_lines(const Dsv4Config& config) {
   return registry.manifest().lines();
 }
 
-const std::string kIndexerFp8 = "dsv4.indexer_q_fp8 head_dim=128, rope_dim=64, num_heads=64, cos_sin_dtype=f32, coarsen=";
-const std::string kIndexerMxFp4 = "dsv4.indexer_q_mxfp4 head_dim=128, rope_dim=64, num_heads=64, cos_sin_dtype=f32, coarsen=";
-const std::string kC4 = "dsv4.c4_store head_size=512, state_width=1024, rope_head_dim=64, fp8_max=448, quant_block=64, token_stride=576, scale_dim=8, compress_ratio=4, overlap=true, norm_weight_dtype=bf16";
+const std::string kIndexerFp8 =
+    "dsv4.indexer_q_fp8 head_dim=128, rope_dim=64, num_heads=64, cos_sin_dtype=f32, coarsen=";
+const std::string kIndexerMxFp4 =
+    "dsv4.indexer_q_mxfp4 head_dim=128, rope_dim=64, num_heads=64, cos_sin_dtype=f32, coarsen=";
+const std::string kC4 =
+    "dsv4.c4_store head_size=512, state_width=1024, rope_head_dim=64, fp8_max=448, quant_block=64, "
+    "token_stride=576, scale_dim=8, compress_ratio=4, overlap=true, norm_weight_dtype=bf16";
 const std::string kC128Compress = "dsv4.c128_compress head_size=512, state_width=512";
 std::string c128_store(int rows, int stride) {
   return "dsv4.c128_store head_size=512, rope_head_dim=64, fp8_max=448, quant_block=64, "
-         "token_stride=576, scale_dim=8, kv_block_stride=" + std::to_string(stride) +
-         ", compress_ratio=128, norm_weight_dtype=bf16, kv_cache_block_size=" + std::to_string(rows);
+         "token_stride=576, scale_dim=8, kv_block_stride=" +
+         std::to_string(stride) +
+         ", compress_ratio=128, norm_weight_dtype=bf16, kv_cache_block_size=" +
+         std::to_string(rows);
 }
 std::string gather(int block, bool lens) {
   return "dsv4.dequant_gather block_size=" + std::to_string(block) +
          ", has_gather_lens=" + (lens ? "true" : "false");
 }
 std::string c4_full(bool fp8) {
-  return std::string("dsv4.c4_store_full head_size=512, state_width=1024, rope_head_dim=64, fp8_max=448, "
-         "quant_block=64, compress_ratio=4, overlap=true, store_full_fp8=") + (fp8 ? "true" : "false") +
-         ", norm_weight_dtype=bf16";
+  return std::string(
+             "dsv4.c4_store_full head_size=512, state_width=1024, rope_head_dim=64, fp8_max=448, "
+             "quant_block=64, compress_ratio=4, overlap=true, store_full_fp8=") +
+         (fp8 ? "true" : "false") + ", norm_weight_dtype=bf16";
 }
 std::string c128_full(bool fp8) {
-  return std::string("dsv4.c128_store_full head_size=512, rope_head_dim=64, fp8_max=448, quant_block=64, "
-         "compress_ratio=128, store_full_fp8=") + (fp8 ? "true" : "false") + ", norm_weight_dtype=bf16";
+  return std::string(
+             "dsv4.c128_store_full head_size=512, rope_head_dim=64, fp8_max=448, quant_block=64, "
+             "compress_ratio=128, store_full_fp8=") +
+         (fp8 ? "true" : "false") + ", norm_weight_dtype=bf16";
 }
 
 TEST(Dsv4Manifest, DefaultConfigIsTheEightKeysOfSection11) {
@@ -110,8 +119,10 @@ TEST(Dsv4Manifest, DcpAddsTwoPackKeys) {
   config.serving.dcp_world_size = 2;
   const auto lines = manifest_lines(config);
   ASSERT_EQ(lines.size(), 10u);
-  EXPECT_EQ(lines[8], "dsv4.dcp_pack topk=512, has_row_starts=false, dcp_world_size=2, cp_interleave=1");
-  EXPECT_EQ(lines[9], "dsv4.dcp_pack topk=512, has_row_starts=true, dcp_world_size=2, cp_interleave=1");
+  EXPECT_EQ(lines[8],
+            "dsv4.dcp_pack topk=512, has_row_starts=false, dcp_world_size=2, cp_interleave=1");
+  EXPECT_EQ(lines[9],
+            "dsv4.dcp_pack topk=512, has_row_starts=true, dcp_world_size=2, cp_interleave=1");
 }
 
 TEST(Dsv4Dispatch, C128StorePageStrides) {
@@ -125,7 +136,8 @@ TEST(Dsv4Dispatch, C128StorePageStrides) {
     int expected_rows;
     std::int64_t expected_stride;
   };
-  for (const Vector v : {Vector{1, 1152, 1, 1152}, Vector{2, 1728, 2, 1728}, Vector{2, 39168, 2, 39168}}) {
+  for (const Vector v :
+       {Vector{1, 1152, 1, 1152}, Vector{2, 1728, 2, 1728}, Vector{2, 39168, 2, 39168}}) {
     const std::int64_t shape[] = {16, v.rows, 584};
     const std::int64_t strides[] = {v.page_stride, 584, 1};
     d.k_cache = TensorDesc::strided(DType::u8, shape, strides);
@@ -187,7 +199,8 @@ TEST_F(Dsv4Compile, EveryKeyOfEveryConfigCompilesForSm90aAndSm100a) {
         WarmupOptions{.arch = arch, .compile_only = true, .progress = ProgressStyle::none});
     EXPECT_EQ(static_cast<std::size_t>(report.total_keys()), keys);
     for (const auto& key : report.keys) {
-      EXPECT_TRUE(key.error.empty()) << arch << ": " << key.kernel << " [" << key.key << "]: " << key.error;
+      EXPECT_TRUE(key.error.empty())
+          << arch << ": " << key.kernel << " [" << key.key << "]: " << key.error;
     }
   }
 }

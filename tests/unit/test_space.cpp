@@ -52,12 +52,15 @@ TEST(WarmupSpace, RangeWithStep) {
 TEST(WarmupSpace, MonotonicAdvanceAlwaysEndsAtTheBound) {
   WarmupSpace<Desc> space;
   space.advance("tokens", 1, 600, next_power_of_two, set_tokens);
-  EXPECT_EQ(tokens_of(space), (std::vector<std::int64_t>{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 600}));
+  EXPECT_EQ(tokens_of(space),
+            (std::vector<std::int64_t>{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 600}));
   WarmupSpace<Desc> exact;
   exact.advance("tokens", 1, 8, next_power_of_two, set_tokens);
   EXPECT_EQ(tokens_of(exact), (std::vector<std::int64_t>{1, 2, 4, 8}));
   WarmupSpace<Desc> stuck;
-  EXPECT_THROW(stuck.advance("tokens", 1, 8, [](std::int64_t v) { return v; }, set_tokens), Error);
+  EXPECT_THROW(stuck.advance(
+                   "tokens", 1, 8, [](std::int64_t v) { return v; }, set_tokens),
+               Error);
 }
 
 TEST(WarmupSpace, ZippedRowsVaryTogether) {
@@ -81,8 +84,9 @@ TEST(WarmupSpace, ZippedRowsVaryTogether) {
 
 TEST(WarmupSpace, ProductDedupsInFirstSeenOrderAndFindsDeadAxes) {
   WarmupSpace<Desc> space;
-  space.choices("dtype", std::vector<DType>{DType::f32, DType::bf16},
-                [](Desc& d, DType v) { d.dtype = v; })
+  space
+      .choices("dtype", std::vector<DType>{DType::f32, DType::bf16},
+               [](Desc& d, DType v) { d.dtype = v; })
       .choices("tokens", std::vector<std::int64_t>{1, 100, 511, 512, 8192}, set_tokens)
       .choices("unused", std::vector<int>{0, 1, 2}, [](Desc&, int) {});
   const auto expansion = space.expand(dispatch);
