@@ -21,11 +21,11 @@
 
 #include "bindings.hpp"
 #include "dlpack.hpp"
-#include "dsv4/model.hpp"
-#include "dsv4/reference/compressor.hpp"
-#include "dsv4/reference/dcp.hpp"
-#include "dsv4/reference/dequant_gather.hpp"
-#include "dsv4/reference/indexer_q.hpp"
+#include "dsv4/compressor/reference.hpp"
+#include "dsv4/dcp_pack/reference.hpp"
+#include "dsv4/dequant_gather/reference.hpp"
+#include "dsv4/family.hpp"
+#include "dsv4/indexer_q/reference.hpp"
 #include "zerojit/zerojit.hpp"
 
 namespace py = pybind11;
@@ -203,11 +203,11 @@ py::object indexer_q(bool mxfp4, py::handle positions, py::handle q, py::handle 
     const dsv4::IndexerQFp8Outputs outputs{call.output(q_values, "q_fp8"),
                                            call.output(weights_out, "weights_out")};
     if (call.mode() == Mode::launch) {
-      run_launch(call, [&] { fp8(inputs, outputs, call.stream()); });
+      run_launch(call, [&] { fp8(dsv4::IndexerQFp8Args{inputs, outputs}, call.stream()); });
       return py::none();
     }
     run_reference([&] {
-      const auto spec = fp8.plan(inputs, outputs);
+      const auto spec = fp8.plan(dsv4::IndexerQFp8Args{inputs, outputs});
       const auto params = unpack_params<zj::dsv4::IndexerQParams>(spec.args, call.kernel());
       reference::indexer_q_fp8(params, {spec.key.head_dim, spec.key.rope_dim, spec.key.num_heads,
                                         spec.key.cos_sin_dtype == DType::bf16});
@@ -218,11 +218,11 @@ py::object indexer_q(bool mxfp4, py::handle positions, py::handle q, py::handle 
                                            call.output(q_scale, "q_scale"),
                                            call.output(weights_out, "weights_out")};
   if (call.mode() == Mode::launch) {
-    run_launch(call, [&] { fp4(inputs, outputs, call.stream()); });
+    run_launch(call, [&] { fp4(dsv4::IndexerQMxFp4Args{inputs, outputs}, call.stream()); });
     return py::none();
   }
   run_reference([&] {
-    const auto spec = fp4.plan(inputs, outputs);
+    const auto spec = fp4.plan(dsv4::IndexerQMxFp4Args{inputs, outputs});
     const auto params = unpack_params<zj::dsv4::IndexerQParams>(spec.args, call.kernel());
     reference::indexer_q_mxfp4(params, {spec.key.head_dim, spec.key.rope_dim, spec.key.num_heads,
                                         spec.key.cos_sin_dtype == DType::bf16});

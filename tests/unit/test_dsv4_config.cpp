@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "dsv4/config.hpp"
-#include "dsv4/gates.hpp"
+#include "dsv4/family.hpp"
 
 namespace zerojit::dsv4 {
 namespace {
