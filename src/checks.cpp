@@ -74,7 +74,6 @@ void ArgumentChecks::positive(std::int64_t value, std::string_view argument) con
   if (value <= 0) fail(argument, "must be positive, got " + std::to_string(value));
 }
 
-
 void ArgumentChecks::matches_size(std::optional<std::int64_t> value, std::string_view argument,
                                   const TensorDesc& tensor, std::string_view tensor_name,
                                   int dim) const {

@@ -113,8 +113,8 @@ struct AttentionCall {
   // "gather window".
   std::string_view kind;
   LayerKind layer = LayerKind::sliding_window;
-  int layer_index = 0;  // which layer of its kind
-  Dsv4Call args;        // routed by AttentionKernels::run / route
+  int layer_index = 0;                 // which layer of its kind
+  Dsv4Call args;                       // routed by AttentionKernels::run / route
   std::vector<KernelTraffic> traffic;  // per kernel the call launches
 };
 

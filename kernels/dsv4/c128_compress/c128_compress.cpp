@@ -1,12 +1,11 @@
 #include "dsv4/c128_compress/c128_compress.hpp"
 
-#include "dsv4/compressor/checks.hpp"
 #include "dsv4/c128_compress/c128_compress_params.h"
+#include "dsv4/compressor/checks.hpp"
 
 namespace zerojit::dsv4 {
 
 namespace params = zj::dsv4;
-
 
 C128CompressKey C128CompressKernel::dispatch(const C128CompressDescriptors& d) const {
   const ArgumentChecks checks = this->checks();
@@ -78,7 +77,6 @@ LaunchSpecWithOutputs<C128CompressKey, TensorRef> C128CompressKernel::plan(
   spec.args.push(p);
   return spec;
 }
-
 
 WarmupSpace<C128CompressDescriptors> C128CompressKernel::warmup_space(
     const C128CompressGate& gate) const {

@@ -18,8 +18,8 @@
 // Writes compressed_kv[t, 64 tile .. 64 tile + 63] for each active token (see
 //   C128CompressParams) and nothing else; inactive rows stay unwritten.
 // Bytes moved per active token: 512 KiB of state read (128 rows x 2 x 512 floats), 2 KiB written.
-#include "dsv4/compressor/compressor_common.cuh"
 #include "dsv4/c128_compress/c128_compress_params.h"
+#include "dsv4/compressor/compressor_common.cuh"
 
 #ifndef __CUDACC__
 #define __grid_constant__

@@ -52,7 +52,8 @@ struct C128CompressArgs {
   }
 };
 
-class C128CompressKernel final : public JitKernel<C128CompressKernel, C128CompressKey, C128CompressDescriptors> {
+class C128CompressKernel final
+    : public JitKernel<C128CompressKernel, C128CompressKey, C128CompressDescriptors> {
  public:
   // head_size = compressed_kv.shape[1], state_width = state_cache.shape[2] / 2.
   C128CompressKey dispatch(const C128CompressDescriptors& descriptors) const override;

@@ -1,7 +1,7 @@
 #include "dsv4/c128_store/c128_store.hpp"
 
-#include "dsv4/compressor/checks.hpp"
 #include "dsv4/c128_store/c128_store_params.h"
+#include "dsv4/compressor/checks.hpp"
 
 namespace zerojit::dsv4 {
 
@@ -74,7 +74,6 @@ C128StoreDescriptors C128StoreArgs::descriptors() const {
 
 // --- fp8_ds_mla --------------------------------------------------------------------------------
 
-
 C128StoreKey C128StoreKernel::dispatch(const C128StoreDescriptors& d) const {
   const ArgumentChecks checks = this->checks();
   checks.tensor(d.k_cache, "k_cache", {DType::u8}, 3);
@@ -105,7 +104,9 @@ Program C128StoreKernel::program(const C128StoreKey& key) const {
                               "multiple of 16");
   }
   return make_program(key, "dsv4/c128_store/c128_store.cu",
-                      "zj::dsv4::c128_store_kernel<" + std::to_string(key.kv_cache_block_size) + ", " + std::to_string(key.kv_block_stride) + "LL, " + std::string(device_type_name(key.norm_weight_dtype)) + ">");
+                      "zj::dsv4::c128_store_kernel<" + std::to_string(key.kv_cache_block_size) +
+                          ", " + std::to_string(key.kv_block_stride) + "LL, " +
+                          std::string(device_type_name(key.norm_weight_dtype)) + ">");
 }
 
 LaunchSpec<C128StoreKey> C128StoreKernel::plan(const C128StoreArgs& a) const {
@@ -134,17 +135,15 @@ LaunchSpec<C128StoreKey> C128StoreKernel::plan(const C128StoreArgs& a) const {
   return spec;
 }
 
-
 WarmupSpace<C128StoreDescriptors> C128StoreKernel::warmup_space(
     const C128DsMlaStoreGate& gate) const {
   const std::int64_t shape[] = {64, gate.kv_cache_block_size, params::kDsMlaRowBytes};
   const std::int64_t strides[] = {gate.page_stride_bytes, params::kDsMlaRowBytes, 1};
-  return WarmupSpace<C128StoreDescriptors>(c128_base(
-      to_dtype(gate.norm_weight_dtype), TensorDesc::strided(DType::u8, shape, strides)));
+  return WarmupSpace<C128StoreDescriptors>(
+      c128_base(to_dtype(gate.norm_weight_dtype), TensorDesc::strided(DType::u8, shape, strides)));
 }
 
 // --- full rows ----------------------------------------------------------------------------------
-
 
 C128StoreFullKey C128StoreFullKernel::dispatch(const C128StoreDescriptors& d) const {
   const ArgumentChecks checks = this->checks();
@@ -169,7 +168,9 @@ Program C128StoreFullKernel::program(const C128StoreFullKey& key) const {
                               "fp8_max 448, ratio 128 and a bf16 or f32 norm weight");
   }
   return make_program(key, "dsv4/c128_store/c128_store_full.cu",
-                      "zj::dsv4::c128_store_full_kernel<" + render_template_value(key.store_full_fp8) + ", " + std::string(device_type_name(key.norm_weight_dtype)) + ">");
+                      "zj::dsv4::c128_store_full_kernel<" +
+                          render_template_value(key.store_full_fp8) + ", " +
+                          std::string(device_type_name(key.norm_weight_dtype)) + ">");
 }
 
 LaunchSpec<C128StoreFullKey> C128StoreFullKernel::plan(const C128StoreArgs& a) const {
@@ -190,13 +191,12 @@ LaunchSpec<C128StoreFullKey> C128StoreFullKernel::plan(const C128StoreArgs& a) c
   return spec;
 }
 
-
 WarmupSpace<C128StoreDescriptors> C128StoreFullKernel::warmup_space(
     const C128FullStoreGate& gate) const {
-  C128StoreDescriptors base =
-      c128_base(to_dtype(gate.norm_weight_dtype),
-                TensorDesc::contiguous(gate.store_full_fp8 ? DType::e4m3 : DType::bf16,
-                                       {64, gate.kv_cache_block_size, params::kCompressorHeadSize}));
+  C128StoreDescriptors base = c128_base(
+      to_dtype(gate.norm_weight_dtype),
+      TensorDesc::contiguous(gate.store_full_fp8 ? DType::e4m3 : DType::bf16,
+                             {64, gate.kv_cache_block_size, params::kCompressorHeadSize}));
   if (gate.store_full_fp8) base.fp8_scale = TensorDesc::contiguous(DType::f32, {1});
   return WarmupSpace<C128StoreDescriptors>(base);
 }

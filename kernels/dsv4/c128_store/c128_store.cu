@@ -17,8 +17,8 @@
 //   [page * KvBlockStride + B * 576 + row * 8, +8) 7 UE8M0 exponents, then byte 7 = 0.
 // Bytes moved per active token: 2 KiB of compressed_kv read, 584 B written (plus the
 // L2-resident weights and cos/sin); every token costs 24 B of metadata reads.
-#include "dsv4/compressor/compressor_common.cuh"
 #include "dsv4/c128_store/c128_store_params.h"
+#include "dsv4/compressor/compressor_common.cuh"
 
 #ifndef __CUDACC__
 #define __grid_constant__

@@ -95,7 +95,8 @@ struct C128StoreArgs {
   C128StoreDescriptors descriptors() const;
 };
 
-class C128StoreKernel final : public JitKernel<C128StoreKernel, C128StoreKey, C128StoreDescriptors> {
+class C128StoreKernel final
+    : public JitKernel<C128StoreKernel, C128StoreKey, C128StoreDescriptors> {
  public:
   // kv_cache_block_size = k_cache.shape[1]; kv_block_stride = k_cache's page stride in bytes
   // (the layout the cache was allocated with: round_up(B_k * 584, 576) by default, or a
@@ -110,7 +111,8 @@ class C128StoreKernel final : public JitKernel<C128StoreKernel, C128StoreKey, C1
   C128StoreKernel() : JitKernel("dsv4.c128_store", embedded_files()) {}
 };
 
-class C128StoreFullKernel final : public JitKernel<C128StoreFullKernel, C128StoreFullKey, C128StoreDescriptors> {
+class C128StoreFullKernel final
+    : public JitKernel<C128StoreFullKernel, C128StoreFullKey, C128StoreDescriptors> {
  public:
   // store_full_fp8 = (k_cache dtype is e4m3).
   C128StoreFullKey dispatch(const C128StoreDescriptors& descriptors) const override;

@@ -14,8 +14,8 @@
 //   e4m3: [vbase, vbase + 512)  = e4m3_rn_sat(clamp(bf16_rn(v) * (1 / fp8_scale), +-448)).
 // Bytes moved per active token: 2 KiB of compressed_kv read, 1024 (bf16) or 512 (e4m3) written;
 // every token costs 24 B of metadata reads.
-#include "dsv4/compressor/compressor_common.cuh"
 #include "dsv4/c128_store/c128_store_params.h"
+#include "dsv4/compressor/compressor_common.cuh"
 
 #ifndef __CUDACC__
 #define __grid_constant__

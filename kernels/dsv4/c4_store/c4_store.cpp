@@ -106,7 +106,6 @@ C4StoreDescriptors C4StoreArgs::descriptors() const {
 
 // --- fp8_ds_mla -------------------------------------------------------------------------------
 
-
 C4StoreKey C4StoreKernel::dispatch(const C4StoreDescriptors& d) const {
   const ArgumentChecks checks = this->checks();
   checks.tensor(d.rms_norm_weight, "rms_norm_weight", {DType::bf16, DType::f32}, 1);
@@ -129,9 +128,9 @@ Program C4StoreKernel::program(const C4StoreKey& key) const {
                 name(), text,
                 "ratio 4 with overlap, head 512, state width 1024, rope 64, quant block 64, "
                 "fp8_max 448, token stride 576, scale dim 8, and a bf16 or f32 norm weight");
-  return make_program(key, "dsv4/c4_store/c4_store.cu",
-                      "zj::dsv4::c4_store_kernel<" +
-                              std::string(device_type_name(key.norm_weight_dtype)) + ">");
+  return make_program(
+      key, "dsv4/c4_store/c4_store.cu",
+      "zj::dsv4::c4_store_kernel<" + std::string(device_type_name(key.norm_weight_dtype)) + ">");
 }
 
 LaunchSpec<C4StoreKey> C4StoreKernel::plan(const C4StoreArgs& a) const {
@@ -160,7 +159,6 @@ LaunchSpec<C4StoreKey> C4StoreKernel::plan(const C4StoreArgs& a) const {
   return spec;
 }
 
-
 WarmupSpace<C4StoreDescriptors> C4StoreKernel::warmup_space(const C4DsMlaStoreGate& gate) const {
   const DType norm_weight_dtype = to_dtype(gate.norm_weight_dtype);
   const int block_size = gate.kv_cache_block_size;
@@ -172,7 +170,6 @@ WarmupSpace<C4StoreDescriptors> C4StoreKernel::warmup_space(const C4DsMlaStoreGa
 }
 
 // --- full rows ----------------------------------------------------------------------------------
-
 
 C4StoreFullKey C4StoreFullKernel::dispatch(const C4StoreDescriptors& d) const {
   const C4StoreKey base = C4StoreKernel::instance().dispatch(d);
@@ -198,8 +195,8 @@ Program C4StoreFullKernel::program(const C4StoreFullKey& key) const {
                 "fp8_max 448, and a bf16 or f32 norm weight");
   return make_program(key, "dsv4/c4_store/c4_store_full.cu",
                       "zj::dsv4::c4_store_full_kernel<" +
-                              render_template_value(key.store_full_fp8) + ", " +
-                              std::string(device_type_name(key.norm_weight_dtype)) + ">");
+                          render_template_value(key.store_full_fp8) + ", " +
+                          std::string(device_type_name(key.norm_weight_dtype)) + ">");
 }
 
 LaunchSpec<C4StoreFullKey> C4StoreFullKernel::plan(const C4StoreArgs& a) const {
@@ -219,9 +216,7 @@ LaunchSpec<C4StoreFullKey> C4StoreFullKernel::plan(const C4StoreArgs& a) const {
   return spec;
 }
 
-
-WarmupSpace<C4StoreDescriptors> C4StoreFullKernel::warmup_space(
-    const C4FullStoreGate& gate) const {
+WarmupSpace<C4StoreDescriptors> C4StoreFullKernel::warmup_space(const C4FullStoreGate& gate) const {
   const DType norm_weight_dtype = to_dtype(gate.norm_weight_dtype);
   const bool store_full_fp8 = gate.store_full_fp8;
   const int block_size = gate.kv_cache_block_size;

@@ -15,8 +15,8 @@
 // and nothing else. Bytes moved per active token: 32 KiB of state read (8 rows x 1024 floats),
 // 584 B written, 256 B of cos/sin and 1 KiB (bf16) or 2 KiB (f32) of weights read (both
 // L2-resident); every token, active or not, costs 28 B of metadata reads.
-#include "dsv4/compressor/compressor_common.cuh"
 #include "dsv4/c4_store/c4_store_params.h"
+#include "dsv4/compressor/compressor_common.cuh"
 
 #ifndef __CUDACC__
 #define __grid_constant__

@@ -126,7 +126,8 @@ class C4StoreKernel final : public JitKernel<C4StoreKernel, C4StoreKey, C4StoreD
   C4StoreKernel() : JitKernel("dsv4.c4_store", embedded_files()) {}
 };
 
-class C4StoreFullKernel final : public JitKernel<C4StoreFullKernel, C4StoreFullKey, C4StoreDescriptors> {
+class C4StoreFullKernel final
+    : public JitKernel<C4StoreFullKernel, C4StoreFullKey, C4StoreDescriptors> {
  public:
   // As C4StoreKernel, plus store_full_fp8 = (k_cache dtype is e4m3).
   C4StoreFullKey dispatch(const C4StoreDescriptors& descriptors) const override;

@@ -13,8 +13,8 @@
 //   e4m3: [vbase, vbase + 512)  = e4m3_rn_sat(clamp(bf16_rn(v) * (1 / fp8_scale), +-448)).
 // Bytes moved per active token: 32 KiB of state read, 1024 (bf16) or 512 (e4m3) bytes written,
 // plus the L2-resident weights and cos/sin and 28 B of metadata per token.
-#include "dsv4/compressor/compressor_common.cuh"
 #include "dsv4/c4_store/c4_store_params.h"
+#include "dsv4/compressor/compressor_common.cuh"
 
 #ifndef __CUDACC__
 #define __grid_constant__

@@ -6,7 +6,6 @@ namespace zerojit::dsv4 {
 
 namespace params = zj::dsv4;
 
-
 DcpPackKey DcpPackKernel::dispatch(const DcpPackDescriptors& d) const {
   const ArgumentChecks checks = this->checks();
   checks.tensor(d.topk_indices, "topk_indices", {DType::i32}, 2);
@@ -79,7 +78,6 @@ LaunchSpecWithOutputs<DcpPackKey, TensorRef> DcpPackKernel::plan(const DcpPackAr
   spec.args.push(p);
   return spec;
 }
-
 
 WarmupSpace<DcpPackDescriptors> DcpPackKernel::warmup_space(const DcpPackGate& gate) const {
   DcpPackDescriptors base;

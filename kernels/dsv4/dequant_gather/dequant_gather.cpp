@@ -6,7 +6,6 @@ namespace zerojit::dsv4 {
 
 namespace params = zj::dsv4;
 
-
 DequantGatherKey DequantGatherKernel::dispatch(const DequantGatherDescriptors& d) const {
   const ArgumentChecks checks = this->checks();
   checks.tensor(d.k_cache, "k_cache", {DType::u8}, 3);
@@ -92,7 +91,6 @@ LaunchSpec<DequantGatherKey> DequantGatherKernel::plan(const DequantGatherArgs& 
   spec.args.push(p);
   return spec;
 }
-
 
 WarmupSpace<DequantGatherDescriptors> DequantGatherKernel::warmup_space(
     const DequantGatherGate& gate) const {

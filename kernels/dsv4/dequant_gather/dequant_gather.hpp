@@ -52,9 +52,9 @@ struct DequantGatherArgs {
   }
 };
 
-class DequantGatherKernel final : public JitKernel<DequantGatherKernel, DequantGatherKey, DequantGatherDescriptors> {
+class DequantGatherKernel final
+    : public JitKernel<DequantGatherKernel, DequantGatherKey, DequantGatherDescriptors> {
  public:
-
   // block_size = k_cache.shape[1]; has_gather_lens = gather_lens is given.
   DequantGatherKey dispatch(const DequantGatherDescriptors& descriptors) const override;
   Program program(const DequantGatherKey& key) const override;
