@@ -285,6 +285,11 @@ class JitKernel : public KernelBase {
                             descriptors ? DescriptorText::of(*descriptors) : DescriptorText{});
   }
 
+  // Whether (key, device) has a loaded function: a launch of it takes the hit path.
+  bool has_executor(const Key& key, int device) const {
+    return executors_.find(key, device) != nullptr;
+  }
+
   std::size_t executor_count() const override { return executors_.size(); }
 
   void reset_for_testing() override {

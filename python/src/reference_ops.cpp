@@ -1,12 +1,10 @@
-// The DSv4 kernels, callable from Python with any DLPack tensors.
+// The DSv4 kernels' CPU references, callable from Python with host DLPack tensors
+// (zerojit._core.reference, behind zerojit.reference).
 //
-// Each function runs in one of two modes:
-//  * launch: the kernel owner validates, dispatches and launches on the tensors' device and the
-//    given stream (with the GIL released: a runtime JIT can take seconds);
-//  * reference: the same owner validates and plans the call for host tensors, and the CPU
-//    reference runs on the very argument block the kernel would have received. Validation,
-//    dispatch and parameter packing are therefore shared with the launch path, and a GPU test
-//    can compare the two bit for bit.
+// The kernel owner validates and plans the call exactly as for a launch (the host tensors are
+// relabelled cuda:0 for validation), and the CPU reference runs on the very argument block the
+// kernel would have received. Validation, dispatch and parameter packing are therefore shared
+// with the launch path (fast_ops.cpp), and a GPU test can compare the two bit for bit.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -35,26 +33,14 @@ namespace {
 
 namespace reference = dsv4::reference;
 
-enum class Mode { launch, reference };
-
-// Imports the tensor arguments of one call and keeps them alive until it returns.
+// Imports the host tensors of one reference call and keeps them alive until it returns.
 class CallArguments {
  public:
-  CallArguments(std::string_view kernel, bool run_reference, std::uintptr_t stream,
-                const py::object& producer_stream)
-      : kernel_(kernel),
-        mode_(run_reference ? Mode::reference : Mode::launch),
-        stream_(stream),
-        producer_(producer_stream.is_none() ? producer_stream_for(stream)
-                                            : ProducerStream{producer_stream}) {
-    imported_.reserve(16);
-  }
+  explicit CallArguments(std::string_view kernel) : kernel_(kernel) { imported_.reserve(16); }
 
   std::string_view kernel() const { return kernel_; }
   // Names another kernel in later errors (the compressor stores pick theirs from k_cache).
   void set_kernel(std::string_view kernel) { kernel_ = kernel; }
-  Mode mode() const { return mode_; }
-  cuda::Stream stream() const { return reinterpret_cast<cuda::Stream>(stream_); }
 
   [[noreturn]] void fail(std::string_view argument, const std::string& problem) const {
     throw InvalidArgument(std::string(kernel_), std::string(argument), problem);
@@ -62,20 +48,15 @@ class CallArguments {
 
   TensorRef input(py::handle object, std::string_view argument) {
     if (object.is_none()) fail(argument, "is required, got None");
-    ImportedTensor imported = import_tensor(object, kernel_, argument, producer_);
-    if (mode_ == Mode::reference) {
-      if (imported.ref().desc.device.kind != DeviceKind::cpu) {
-        fail(argument,
-             "the CPU reference reads host memory: pass CPU tensors (e.g. "
-             "tensor.cpu()), got " +
-                 to_string(imported.ref().desc.device));
-      }
-      // The owners' validation expects a CUDA tensor; the reference reads the same layout
-      // from host memory.
-      imported.set_device(Device::cuda(0));
-    } else if (!first_device_) {
-      first_device_ = imported.ref().desc.device;
+    ImportedTensor imported = import_tensor(object, kernel_, argument, ProducerStream{py::none()});
+    if (imported.ref().desc.device.kind != DeviceKind::cpu) {
+      fail(argument,
+           "the CPU reference reads host memory: pass CPU tensors (e.g. tensor.cpu()), got " +
+               to_string(imported.ref().desc.device));
     }
+    // The owners' validation expects a CUDA tensor; the reference reads the same layout from
+    // host memory.
+    imported.set_device(Device::cuda(0));
     const TensorRef ref = imported.ref();
     imported_.push_back(std::move(imported));
     return ref;
@@ -92,50 +73,12 @@ class CallArguments {
     return input(object, argument);
   }
 
-  // A size the Python signature repeats (vLLM passes block sizes next to the tensors they
-  // describe): when given, it must agree with the tensor.
-  void check_size(std::string_view argument, std::optional<std::int64_t> value,
-                  const TensorDesc& tensor, std::string_view tensor_name, int dim) const {
-    if (!value || tensor.ndim <= dim || tensor.size(dim) == *value) return;
-    fail(argument, "must equal " + std::string(tensor_name) + ".shape[" + std::to_string(dim) +
-                       "] = " + std::to_string(tensor.size(dim)) + ", got " +
-                       std::to_string(*value));
-  }
-
-  void check_stride(std::string_view argument, std::optional<std::int64_t> value,
-                    const TensorDesc& tensor, std::string_view tensor_name) const {
-    if (!value || tensor.ndim < 1 || tensor.stride(0) == *value) return;
-    fail(argument, "must equal " + std::string(tensor_name) + ".stride(0) = " +
-                       std::to_string(tensor.stride(0)) + ", got " + std::to_string(*value));
-  }
-
-  // The device to make current for a launch: the first tensor's, when it is a CUDA one (a
-  // CPU tensor fails validation before anything touches the driver).
-  std::optional<int> cuda_device() const {
-    if (mode_ != Mode::launch || !first_device_ || first_device_->kind != DeviceKind::cuda) {
-      return std::nullopt;
-    }
-    return first_device_->ordinal;
-  }
+  ArgumentChecks checks() const { return ArgumentChecks(kernel_); }
 
  private:
   std::string_view kernel_;
-  Mode mode_;
-  std::uintptr_t stream_;
-  ProducerStream producer_;
   std::vector<ImportedTensor> imported_;
-  std::optional<Device> first_device_;
 };
-
-// Runs `function` on the tensors' device with the GIL released.
-template <class Function>
-void run_launch(const CallArguments& call, Function&& function) {
-  // The tensors' device is current for the launch; PyTorch's current device is left as it was.
-  std::optional<cuda::ScopedDevice> scope;
-  if (const std::optional<int> device = call.cuda_device()) scope.emplace(*device);
-  py::gil_scoped_release release;
-  function();
-}
 
 template <class Function>
 auto run_reference(Function&& function) {
@@ -187,11 +130,10 @@ py::object rows_to_list(const std::vector<long long>& rows) { return py::cast(ro
 
 py::object indexer_q(bool mxfp4, py::handle positions, py::handle q, py::handle cos_sin_cache,
                      py::handle weights, double scale, py::handle q_values, py::handle q_scale,
-                     py::handle weights_out, bool run_ref, std::uintptr_t stream,
-                     const py::object& producer_stream) {
+                     py::handle weights_out) {
   dsv4::IndexerQFp8Kernel& fp8 = dsv4::IndexerQFp8Kernel::instance();
   dsv4::IndexerQMxFp4Kernel& fp4 = dsv4::IndexerQMxFp4Kernel::instance();
-  CallArguments call(mxfp4 ? fp4.name() : fp8.name(), run_ref, stream, producer_stream);
+  CallArguments call(mxfp4 ? fp4.name() : fp8.name());
   dsv4::IndexerQInputs inputs;
   inputs.positions = call.input(positions, "positions");
   inputs.q = call.input(q, "q");
@@ -202,10 +144,6 @@ py::object indexer_q(bool mxfp4, py::handle positions, py::handle q, py::handle 
   if (!mxfp4) {
     const dsv4::IndexerQFp8Outputs outputs{call.output(q_values, "q_fp8"),
                                            call.output(weights_out, "weights_out")};
-    if (call.mode() == Mode::launch) {
-      run_launch(call, [&] { fp8(dsv4::IndexerQFp8Args{inputs, outputs}, call.stream()); });
-      return py::none();
-    }
     run_reference([&] {
       const auto spec = fp8.plan(dsv4::IndexerQFp8Args{inputs, outputs});
       const auto params = unpack_params<zj::dsv4::IndexerQParams>(spec.args, call.kernel());
@@ -217,10 +155,6 @@ py::object indexer_q(bool mxfp4, py::handle positions, py::handle q, py::handle 
   const dsv4::IndexerQMxFp4Outputs outputs{call.output(q_values, "q_packed"),
                                            call.output(q_scale, "q_scale"),
                                            call.output(weights_out, "weights_out")};
-  if (call.mode() == Mode::launch) {
-    run_launch(call, [&] { fp4(dsv4::IndexerQMxFp4Args{inputs, outputs}, call.stream()); });
-    return py::none();
-  }
   run_reference([&] {
     const auto spec = fp4.plan(dsv4::IndexerQMxFp4Args{inputs, outputs});
     const auto params = unpack_params<zj::dsv4::IndexerQParams>(spec.args, call.kernel());
@@ -234,10 +168,9 @@ py::object indexer_q(bool mxfp4, py::handle positions, py::handle q, py::handle 
 
 py::object dequant_gather(py::handle out, py::handle k_cache, py::handle seq_lens,
                           py::handle gather_lens, py::handle block_table,
-                          std::optional<std::int64_t> block_size, std::int64_t offset, bool run_ref,
-                          std::uintptr_t stream, const py::object& producer_stream) {
+                          std::optional<std::int64_t> block_size, std::int64_t offset) {
   dsv4::DequantGatherKernel& kernel = dsv4::DequantGatherKernel::instance();
-  CallArguments call(kernel.name(), run_ref, stream, producer_stream);
+  CallArguments call(kernel.name());
   dsv4::DequantGatherArgs args;
   args.out = call.output(out, "out");
   args.k_cache = call.input(k_cache, "k_cache");
@@ -245,11 +178,7 @@ py::object dequant_gather(py::handle out, py::handle k_cache, py::handle seq_len
   args.gather_lens = call.optional_input(gather_lens, "gather_lens");
   args.block_table = call.input(block_table, "block_table");
   args.offset = offset;
-  call.check_size("block_size", block_size, args.k_cache.desc, "k_cache", 1);
-  if (call.mode() == Mode::launch) {
-    run_launch(call, [&] { kernel(args, call.stream()); });
-    return py::none();
-  }
+  call.checks().matches_size(block_size, "block_size", args.k_cache.desc, "k_cache", 1);
   run_reference([&] {
     const auto spec = kernel.plan(args);
     const auto params = unpack_params<zj::dsv4::DequantGatherParams>(spec.args, call.kernel());
@@ -266,12 +195,11 @@ py::object c4_store(py::handle state_cache, py::handle token_to_req_indices, py:
                     double rms_norm_eps, py::handle cos_sin_cache, py::handle k_cache,
                     py::handle kv_slot_mapping, std::optional<std::int64_t> kv_cache_block_size,
                     std::optional<std::int64_t> kv_block_stride, py::handle fp8_scale,
-                    std::optional<bool> store_full_kv, std::optional<bool> store_full_fp8,
-                    bool run_ref, std::uintptr_t stream, const py::object& producer_stream) {
+                    std::optional<bool> store_full_kv, std::optional<bool> store_full_fp8) {
   dsv4::C4StoreKernel& ds_mla = dsv4::C4StoreKernel::instance();
   dsv4::C4StoreFullKernel& full = dsv4::C4StoreFullKernel::instance();
   // The cache decides the kernel, so it is imported first.
-  CallArguments call(ds_mla.name(), run_ref, stream, producer_stream);
+  CallArguments call(ds_mla.name());
   dsv4::C4StoreArgs args;
   args.k_cache = call.output(k_cache, "k_cache");
   const bool full_rows = stores_full_rows(call, args.k_cache.desc, store_full_kv, store_full_fp8);
@@ -287,19 +215,10 @@ py::object c4_store(py::handle state_cache, py::handle token_to_req_indices, py:
   args.cos_sin_cache = call.input(cos_sin_cache, "cos_sin_cache");
   args.kv_slot_mapping = call.input(kv_slot_mapping, "kv_slot_mapping");
   args.fp8_scale = call.optional_input(fp8_scale, "fp8_scale");
-  call.check_size("block_size", block_size, args.state_cache.desc, "state_cache", 1);
-  call.check_size("kv_cache_block_size", kv_cache_block_size, args.k_cache.desc, "k_cache", 1);
-  call.check_stride("kv_block_stride", kv_block_stride, args.k_cache.desc, "k_cache");
-  if (call.mode() == Mode::launch) {
-    run_launch(call, [&] {
-      if (full_rows) {
-        full(args, call.stream());
-      } else {
-        ds_mla(args, call.stream());
-      }
-    });
-    return py::none();
-  }
+  call.checks().matches_size(block_size, "block_size", args.state_cache.desc, "state_cache", 1);
+  call.checks().matches_size(kv_cache_block_size, "kv_cache_block_size", args.k_cache.desc,
+                             "k_cache", 1);
+  call.checks().matches_stride(kv_block_stride, "kv_block_stride", args.k_cache.desc, "k_cache");
   return rows_to_list(run_reference([&] {
     if (full_rows) {
       const auto spec = full.plan(args);
@@ -317,10 +236,9 @@ py::object c4_store(py::handle state_cache, py::handle token_to_req_indices, py:
 
 py::object c128_compress(py::handle state_cache, py::handle token_to_req_indices,
                          py::handle positions, py::handle slot_mapping, py::handle block_table,
-                         std::optional<std::int64_t> block_size, py::handle compressed_kv,
-                         bool run_ref, std::uintptr_t stream, const py::object& producer_stream) {
+                         std::optional<std::int64_t> block_size, py::handle compressed_kv) {
   dsv4::C128CompressKernel& kernel = dsv4::C128CompressKernel::instance();
-  CallArguments call(kernel.name(), run_ref, stream, producer_stream);
+  CallArguments call(kernel.name());
   dsv4::C128CompressArgs args;
   args.state_cache = call.input(state_cache, "state_cache");
   args.token_to_req = call.input(token_to_req_indices, "token_to_req_indices");
@@ -328,11 +246,7 @@ py::object c128_compress(py::handle state_cache, py::handle token_to_req_indices
   args.slot_mapping = call.input(slot_mapping, "slot_mapping");
   args.block_table = call.input(block_table, "block_table");
   args.compressed_kv = call.output(compressed_kv, "compressed_kv");
-  call.check_size("block_size", block_size, args.state_cache.desc, "state_cache", 1);
-  if (call.mode() == Mode::launch) {
-    run_launch(call, [&] { kernel(args, call.stream()); });
-    return py::none();
-  }
+  call.checks().matches_size(block_size, "block_size", args.state_cache.desc, "state_cache", 1);
   return rows_to_list(run_reference([&] {
     const auto spec = kernel.plan(args);
     const auto params = unpack_params<zj::dsv4::C128CompressParams>(spec.args, call.kernel());
@@ -347,11 +261,10 @@ py::object c128_store(py::handle compressed_kv, py::handle positions, py::handle
                       py::handle k_cache, py::handle kv_slot_mapping,
                       std::optional<std::int64_t> kv_cache_block_size,
                       std::optional<std::int64_t> kv_block_stride, py::handle fp8_scale,
-                      std::optional<bool> store_full_kv, std::optional<bool> store_full_fp8,
-                      bool run_ref, std::uintptr_t stream, const py::object& producer_stream) {
+                      std::optional<bool> store_full_kv, std::optional<bool> store_full_fp8) {
   dsv4::C128StoreKernel& ds_mla = dsv4::C128StoreKernel::instance();
   dsv4::C128StoreFullKernel& full = dsv4::C128StoreFullKernel::instance();
-  CallArguments call(ds_mla.name(), run_ref, stream, producer_stream);
+  CallArguments call(ds_mla.name());
   dsv4::C128StoreArgs args;
   args.k_cache = call.output(k_cache, "k_cache");
   const bool full_rows = stores_full_rows(call, args.k_cache.desc, store_full_kv, store_full_fp8);
@@ -364,18 +277,9 @@ py::object c128_store(py::handle compressed_kv, py::handle positions, py::handle
   args.cos_sin_cache = call.input(cos_sin_cache, "cos_sin_cache");
   args.kv_slot_mapping = call.input(kv_slot_mapping, "kv_slot_mapping");
   args.fp8_scale = call.optional_input(fp8_scale, "fp8_scale");
-  call.check_size("kv_cache_block_size", kv_cache_block_size, args.k_cache.desc, "k_cache", 1);
-  call.check_stride("kv_block_stride", kv_block_stride, args.k_cache.desc, "k_cache");
-  if (call.mode() == Mode::launch) {
-    run_launch(call, [&] {
-      if (full_rows) {
-        full(args, call.stream());
-      } else {
-        ds_mla(args, call.stream());
-      }
-    });
-    return py::none();
-  }
+  call.checks().matches_size(kv_cache_block_size, "kv_cache_block_size", args.k_cache.desc,
+                             "k_cache", 1);
+  call.checks().matches_stride(kv_block_stride, "kv_block_stride", args.k_cache.desc, "k_cache");
   return rows_to_list(run_reference([&] {
     if (full_rows) {
       const auto spec = full.plan(args);
@@ -393,10 +297,9 @@ py::object c128_store(py::handle compressed_kv, py::handle positions, py::handle
 // --- DCP top-k candidate packing (spec section 12) ------------------------------------------
 
 py::object dcp_pack(py::handle logits, py::handle topk_indices, py::handle packed, int dcp_rank,
-                    int dcp_world_size, int cp_interleave, py::handle row_starts, bool run_ref,
-                    std::uintptr_t stream, const py::object& producer_stream) {
+                    int dcp_world_size, int cp_interleave, py::handle row_starts) {
   dsv4::DcpPackKernel& kernel = dsv4::DcpPackKernel::instance();
-  CallArguments call(kernel.name(), run_ref, stream, producer_stream);
+  CallArguments call(kernel.name());
   dsv4::DcpPackArgs args;
   args.logits = call.input(logits, "logits");
   args.topk_indices = call.input(topk_indices, "topk_indices");
@@ -405,10 +308,6 @@ py::object dcp_pack(py::handle logits, py::handle topk_indices, py::handle packe
   args.dcp_rank = dcp_rank;
   args.dcp_world_size = dcp_world_size;
   args.cp_interleave = cp_interleave;
-  if (call.mode() == Mode::launch) {
-    run_launch(call, [&] { kernel(args, call.stream()); });
-    return py::none();
-  }
   run_reference([&] {
     const auto spec = kernel.plan(args);
     const auto params = unpack_params<zj::dsv4::DcpPackParams>(spec.args, call.kernel());
@@ -486,66 +385,54 @@ std::string compare_compressed_kv(py::handle expected, py::handle actual, long l
 }  // namespace
 
 void bind_kernels(py::module_& module) {
-  // Every kernel function ends with the same three arguments.
-  const auto trailing_arguments = [] {
-    return std::tuple{py::arg("reference") = false, py::arg("stream") = std::uintptr_t{0},
-                      py::arg("producer_stream") = py::none()};
-  };
-  const auto [reference_arg, stream_arg, producer_arg] = trailing_arguments();
-
-  module.def(
+  py::module_ reference = module.def_submodule(
+      "reference", "the DSv4 kernels' CPU references on host tensors (zerojit.reference)");
+  reference.def(
       "indexer_q_fp8",
       [](py::handle positions, py::handle q, py::handle cos_sin_cache, py::handle weights,
-         double scale, py::handle q_fp8, py::handle weights_out, bool run_ref,
-         std::uintptr_t stream, const py::object& producer) {
+         double scale, py::handle q_fp8, py::handle weights_out) {
         return indexer_q(false, positions, q, cos_sin_cache, weights, scale, q_fp8, py::none(),
-                         weights_out, run_ref, stream, producer);
+                         weights_out);
       },
       py::arg("positions"), py::arg("q"), py::arg("cos_sin_cache"), py::arg("weights"),
-      py::arg("scale"), py::arg("q_fp8"), py::arg("weights_out"), reference_arg, stream_arg,
-      producer_arg);
-  module.def(
+      py::arg("scale"), py::arg("q_fp8"), py::arg("weights_out"));
+  reference.def(
       "indexer_q_mxfp4",
       [](py::handle positions, py::handle q, py::handle cos_sin_cache, py::handle weights,
-         double scale, py::handle q_packed, py::handle q_scale, py::handle weights_out,
-         bool run_ref, std::uintptr_t stream, const py::object& producer) {
+         double scale, py::handle q_packed, py::handle q_scale, py::handle weights_out) {
         return indexer_q(true, positions, q, cos_sin_cache, weights, scale, q_packed, q_scale,
-                         weights_out, run_ref, stream, producer);
+                         weights_out);
       },
       py::arg("positions"), py::arg("q"), py::arg("cos_sin_cache"), py::arg("weights"),
-      py::arg("scale"), py::arg("q_packed"), py::arg("q_scale"), py::arg("weights_out"),
-      reference_arg, stream_arg, producer_arg);
-  module.def("dequant_gather", &dequant_gather, py::arg("out"), py::arg("k_cache"),
-             py::arg("seq_lens"), py::arg("gather_lens"), py::arg("block_table"),
-             py::arg("block_size"), py::arg("offset"), reference_arg, stream_arg, producer_arg);
-  module.def("c4_store", &c4_store, py::arg("state_cache"), py::arg("token_to_req_indices"),
-             py::arg("positions"), py::arg("slot_mapping"), py::arg("block_table"),
-             py::arg("block_size"), py::arg("rms_norm_weight"), py::arg("rms_norm_eps"),
-             py::arg("cos_sin_cache"), py::arg("k_cache"), py::arg("kv_slot_mapping"),
-             py::arg("kv_cache_block_size"), py::arg("kv_block_stride"), py::arg("fp8_scale"),
-             py::arg("store_full_kv"), py::arg("store_full_fp8"), reference_arg, stream_arg,
-             producer_arg);
-  module.def("c128_compress", &c128_compress, py::arg("state_cache"),
-             py::arg("token_to_req_indices"), py::arg("positions"), py::arg("slot_mapping"),
-             py::arg("block_table"), py::arg("block_size"), py::arg("compressed_kv"), reference_arg,
-             stream_arg, producer_arg);
-  module.def("c128_store", &c128_store, py::arg("compressed_kv"), py::arg("positions"),
-             py::arg("slot_mapping"), py::arg("rms_norm_weight"), py::arg("rms_norm_eps"),
-             py::arg("cos_sin_cache"), py::arg("k_cache"), py::arg("kv_slot_mapping"),
-             py::arg("kv_cache_block_size"), py::arg("kv_block_stride"), py::arg("fp8_scale"),
-             py::arg("store_full_kv"), py::arg("store_full_fp8"), reference_arg, stream_arg,
-             producer_arg);
-  module.def("dcp_pack", &dcp_pack, py::arg("logits"), py::arg("topk_indices"), py::arg("packed"),
-             py::arg("dcp_rank"), py::arg("dcp_world_size"), py::arg("cp_interleave"),
-             py::arg("row_starts"), reference_arg, stream_arg, producer_arg);
+      py::arg("scale"), py::arg("q_packed"), py::arg("q_scale"), py::arg("weights_out"));
+  reference.def("dequant_gather", &dequant_gather, py::arg("out"), py::arg("k_cache"),
+                py::arg("seq_lens"), py::arg("gather_lens"), py::arg("block_table"),
+                py::arg("block_size"), py::arg("offset"));
+  reference.def("c4_store", &c4_store, py::arg("state_cache"), py::arg("token_to_req_indices"),
+                py::arg("positions"), py::arg("slot_mapping"), py::arg("block_table"),
+                py::arg("block_size"), py::arg("rms_norm_weight"), py::arg("rms_norm_eps"),
+                py::arg("cos_sin_cache"), py::arg("k_cache"), py::arg("kv_slot_mapping"),
+                py::arg("kv_cache_block_size"), py::arg("kv_block_stride"), py::arg("fp8_scale"),
+                py::arg("store_full_kv"), py::arg("store_full_fp8"));
+  reference.def("c128_compress", &c128_compress, py::arg("state_cache"),
+                py::arg("token_to_req_indices"), py::arg("positions"), py::arg("slot_mapping"),
+                py::arg("block_table"), py::arg("block_size"), py::arg("compressed_kv"));
+  reference.def("c128_store", &c128_store, py::arg("compressed_kv"), py::arg("positions"),
+                py::arg("slot_mapping"), py::arg("rms_norm_weight"), py::arg("rms_norm_eps"),
+                py::arg("cos_sin_cache"), py::arg("k_cache"), py::arg("kv_slot_mapping"),
+                py::arg("kv_cache_block_size"), py::arg("kv_block_stride"), py::arg("fp8_scale"),
+                py::arg("store_full_kv"), py::arg("store_full_fp8"));
+  reference.def("dcp_pack", &dcp_pack, py::arg("logits"), py::arg("topk_indices"),
+                py::arg("packed"), py::arg("dcp_rank"), py::arg("dcp_world_size"),
+                py::arg("cp_interleave"), py::arg("row_starts"));
 
-  module.def("compare_ds_mla_rows", &compare_ds_mla_rows, py::arg("expected"), py::arg("actual"),
-             py::arg("page_stride_bytes"), py::arg("kv_cache_block_size"), py::arg("kv_slots"));
-  module.def("compare_full_rows", &compare_full_rows, py::arg("expected"), py::arg("actual"),
-             py::arg("page_stride_bytes"), py::arg("row_stride_bytes"),
-             py::arg("kv_cache_block_size"), py::arg("kv_slots"), py::arg("store_full_fp8"));
-  module.def("compare_compressed_kv", &compare_compressed_kv, py::arg("expected"),
-             py::arg("actual"), py::arg("row_length"), py::arg("rows"));
+  reference.def("compare_ds_mla_rows", &compare_ds_mla_rows, py::arg("expected"), py::arg("actual"),
+                py::arg("page_stride_bytes"), py::arg("kv_cache_block_size"), py::arg("kv_slots"));
+  reference.def("compare_full_rows", &compare_full_rows, py::arg("expected"), py::arg("actual"),
+                py::arg("page_stride_bytes"), py::arg("row_stride_bytes"),
+                py::arg("kv_cache_block_size"), py::arg("kv_slots"), py::arg("store_full_fp8"));
+  reference.def("compare_compressed_kv", &compare_compressed_kv, py::arg("expected"),
+                py::arg("actual"), py::arg("row_length"), py::arg("rows"));
 }
 
 }  // namespace zerojit::python
