@@ -10,5 +10,6 @@ PYBIND11_MODULE(_core, module) {
   zerojit::python::register_errors(module);
   zerojit::python::bind_kernels(module);
   zerojit::python::bind_fast_ops(module);
+  zerojit::python::bind_benchmark(module);
   zerojit::python::bind_runtime(module);
 }
