@@ -194,8 +194,8 @@ namespace {
 Context primary_context(int ordinal) {
   PrimaryContexts& primary = primary_contexts();
   if (ordinal >= 0 && ordinal < kMaxPrimaryContexts) {
-    if (Context cached = primary.fast[static_cast<std::size_t>(ordinal)].load(
-            std::memory_order_acquire)) {
+    if (Context cached =
+            primary.fast[static_cast<std::size_t>(ordinal)].load(std::memory_order_acquire)) {
       return cached;
     }
   }

@@ -8,8 +8,8 @@
 #include <cstdint>
 
 #include "bindings.hpp"
-#include "examples/examples.hpp"
 #include "examples/empty/empty_params.h"
+#include "examples/examples.hpp"
 
 namespace py = pybind11;
 
@@ -47,8 +47,8 @@ double launch_loop(const std::string& through, int count, std::uintptr_t stream,
 }  // namespace
 
 void bind_benchmark(py::module_& module) {
-  py::module_ benchmark = module.def_submodule(
-      "benchmark", "launch loops timed in C++, for bench/python_host_cost.py");
+  py::module_ benchmark =
+      module.def_submodule("benchmark", "launch loops timed in C++, for bench/python_host_cost.py");
   benchmark.def("launch_loop", &launch_loop, py::arg("through"), py::arg("count"),
                 py::arg("stream"), py::arg("device"));
 }
