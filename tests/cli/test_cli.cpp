@@ -82,6 +82,31 @@ TEST_F(ZerojitTool, CompileOnlyMakesAPackThatASecondRunReadsFromDisk) {
   EXPECT_EQ(json::parse(layered.out).at("totals").at("from_disk"), 8);
 }
 
+// On a terminal warmup draws a bar with the keys done, the rate, the time elapsed and an
+// estimate of the time left; on a pipe it prints one line per key instead.
+TEST_F(ZerojitTool, WarmupProgressShowsRateElapsedAndTimeLeftOnATerminal) {
+  TempDir cache;
+  const Result bar =
+      run_tool({"warmup", "--examples", "--compile-only", "--cache-dir", cache.str()},
+               {{"NO_COLOR", ""}, {"ZEROJIT_CACHE_READONLY_DIRS", ""}},
+               /*stderr_on_terminal=*/true);
+  ASSERT_EQ(bar.exit_code, 0) << describe(bar);
+  EXPECT_NE(bar.err.find("warmup [>"), std::string::npos) << describe(bar);  // drawn at once
+  EXPECT_NE(bar.err.find("0/5"), std::string::npos) << describe(bar);
+  EXPECT_NE(bar.err.find("5/5"), std::string::npos) << describe(bar);
+  EXPECT_NE(bar.err.find(" keys/s"), std::string::npos) << describe(bar);
+  EXPECT_NE(bar.err.find(" elapsed, about "), std::string::npos) << describe(bar);
+  EXPECT_NE(bar.err.find(" left"), std::string::npos) << describe(bar);
+  EXPECT_EQ(bar.err.find("zerojit warmup [1/5]"), std::string::npos) << "lines on a terminal";
+
+  TempDir other;
+  const Result lines = run({"warmup", "--examples", "--compile-only", "--cache-dir", other.str()});
+  ASSERT_EQ(lines.exit_code, 0) << describe(lines);
+  EXPECT_NE(lines.err.find("zerojit warmup [1/5]"), std::string::npos) << describe(lines);
+  EXPECT_NE(lines.err.find("zerojit warmup [5/5]"), std::string::npos) << describe(lines);
+  EXPECT_EQ(lines.err.find('\r'), std::string::npos) << "a bar drawn on a pipe";
+}
+
 TEST_F(ZerojitTool, DispatchOnlyBatteryMeetsOnlyManifestKeys) {
   const Result r = run({"run", "--dispatch-only", "--steps", "10000", "--json"});
   ASSERT_EQ(r.exit_code, 0) << describe(r);

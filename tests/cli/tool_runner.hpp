@@ -2,6 +2,7 @@
 // environment, both output streams and the exit code collected.
 #pragma once
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <spawn.h>
@@ -25,9 +26,12 @@ struct Result {
 };
 
 // Runs the tool with `arguments` and the environment changes in `environment` (an empty
-// value unsets the variable), collecting both output streams.
+// value unsets the variable), collecting both output streams. With `stderr_on_terminal`, the
+// tool's standard error is a pseudo-terminal, as when a user runs it in a shell (what it
+// draws there, e.g. the progress bar, is collected all the same).
 inline Result run_tool(const std::vector<std::string>& arguments,
-                       const std::map<std::string, std::string>& environment = {}) {
+                       const std::map<std::string, std::string>& environment = {},
+                       bool stderr_on_terminal = false) {
   std::vector<std::string> env_strings;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry = *e;
@@ -54,6 +58,22 @@ inline Result run_tool(const std::vector<std::string>& arguments,
     ADD_FAILURE() << "pipe failed";
     return {};
   }
+  if (stderr_on_terminal) {
+    // The terminal's controller end replaces the pipe's reading end, its device the writing end.
+    const int controller = posix_openpt(O_RDWR | O_NOCTTY);
+    const char* device = controller >= 0 && grantpt(controller) == 0 && unlockpt(controller) == 0
+                             ? ptsname(controller)
+                             : nullptr;
+    const int terminal = device != nullptr ? open(device, O_RDWR | O_NOCTTY) : -1;
+    if (terminal < 0) {
+      ADD_FAILURE() << "no pseudo-terminal";
+      return {};
+    }
+    close(err_pipe[0]);
+    close(err_pipe[1]);
+    err_pipe[0] = controller;
+    err_pipe[1] = terminal;
+  }
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out_pipe[1], STDOUT_FILENO);
@@ -79,7 +99,7 @@ inline Result run_tool(const std::vector<std::string>& arguments,
   while (open_streams > 0) {
     if (poll(fds, 2, -1) < 0) break;
     for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP)) == 0) continue;
+      if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
       const ssize_t n = read(fds[i].fd, buffer, sizeof buffer);
       if (n > 0) {
         sinks[i]->append(buffer, static_cast<std::size_t>(n));
