@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -119,6 +120,18 @@ inline Result run_tool(const std::vector<std::string>& arguments,
 inline std::string describe(const Result& r) {
   return "exit code " + std::to_string(r.exit_code) + "\n--- stdout\n" + r.out.substr(0, 4000) +
          "\n--- stderr\n" + r.err.substr(0, 4000);
+}
+
+// The "result" of a successful run's JSON envelope (docs/TOOL.md), checking the envelope itself:
+// schema 1, the command's name, ok, exit code 0.
+inline nlohmann::json result_of(const Result& r, const std::string& command) {
+  const nlohmann::json document = nlohmann::json::parse(r.out);
+  EXPECT_EQ(document.at("schema"), 1) << r.out.substr(0, 400);
+  EXPECT_EQ(document.at("command"), command) << r.out.substr(0, 400);
+  EXPECT_TRUE(document.at("ok").get<bool>()) << r.out.substr(0, 400);
+  EXPECT_EQ(document.at("exit_code"), 0) << r.out.substr(0, 400);
+  EXPECT_FALSE(document.contains("error")) << r.out.substr(0, 400);
+  return document.at("result");
 }
 
 // A fresh directory for one test, removed after it.

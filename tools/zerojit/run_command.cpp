@@ -56,47 +56,7 @@ std::string jit_details(const std::string& kernel, const std::string& key,
   return details.dump();
 }
 
-CLI::App* add_run_command(CLI::App& app, RunCommand& command) {
-  CLI::App* sub = app.add_subcommand(
-      "run",
-      "Warm up, arm the monitor, and run a randomized serving battery through the kernels as "
-      "the attention layers call them (on each GPU; without one, through dispatch alone)");
-  add_config_options(*sub, command.config);
-  add_cache_options(*sub, command.cache);
-  sub->add_option("--steps", command.steps, "Serving steps (forward passes)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--seed", command.seed, "Seed of the battery")->capture_default_str();
-  sub->add_option("--monitor", command.monitor,
-                  "What a compile after warmup does: off, warn (report, go on) or error (fail "
-                  "with exit code 1)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"off", "warn", "error"}));
-  sub->add_flag("--dispatch-only", command.dispatch_only,
-                "No launches: check each call's key against the manifest (the default without "
-                "a GPU)");
-  sub->add_option("--layers", command.layers, "Layers of each kind (sliding-window, C4, C128)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 64));
-  sub->add_option("--max-model-len", command.max_model_len,
-                  "Longest sequence of the battery (0: min(max_position_embeddings, 65536))")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  sub->add_option("--max-num-seqs", command.max_num_seqs, "Requests in one step")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 4096));
-  sub->add_option("--devices", command.devices, "GPUs to run on: all, or a list such as 0,1")
-      ->capture_default_str();
-  sub->add_option("--jobs", command.jobs, "Parallel compiles during warmup (0: one per core)")
-      ->check(CLI::NonNegativeNumber);
-  sub->add_flag("--in-process", command.in_process,
-                "Compile in threads of this process instead of forked worker processes");
-  sub->add_flag("--json", command.json, "Machine-readable output");
-  return sub;
-}
-
 int run_run(const RunCommand& command) {
-  install_cache(command.cache);
   const dsv4::Dsv4Config config = build_config(command.config);
   const dsv4::AttentionKernels kernels(config);
   dsv4::BatteryOptions battery;
@@ -115,10 +75,12 @@ int run_run(const RunCommand& command) {
   } else if (cuda::device_count() == 0) {
     why = "no GPU: " + (cuda::driver_available() ? std::string("the driver reports no device")
                                                  : cuda::driver_unavailable_reason());
-    parse_devices(command.devices);  // still reject a malformed list
   } else {
     gpu = true;
   }
+  // Also without a GPU: a cache root the GPU run would refuse is refused here too.
+  install_cache(command.cache, "run");
+  if (gpu) require_nvrtc();
   // The timing backend must see every module load, so it goes in before warmup.
   std::shared_ptr<TimingBackend> timing;
   if (gpu) {

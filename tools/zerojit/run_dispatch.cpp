@@ -2,11 +2,11 @@
 // kernel and each key checked against the warmup manifest.
 #include <algorithm>
 #include <cstdio>
-#include <iostream>
 #include <map>
 #include <set>
 
 #include "exit_codes.hpp"
+#include "json_output.hpp"
 #include "run_support.hpp"
 #include "terminal.hpp"
 
@@ -124,20 +124,17 @@ int run_dispatch_only(const RunCommand& command, const dsv4::Dsv4Config& config,
                              {"first_step", m.step},
                              {"launches", m.count}});
     }
-    json document = {{"ok", true},
-                     {"exit_code", kExitOk},
-                     {"mode", "dispatch-only"},
-                     {"reason", why},
-                     {"monitor", std::string(to_string(mode))},
-                     {"configuration", config},
-                     {"battery", totals.to_json()},
-                     {"seconds", seconds},
-                     {"manifest_keys", manifest.size()},
-                     {"keys_met", keys_met},
-                     {"kernels", kernels_json},
-                     {"runtime_jit", misses_json},
-                     {"manifest_keys_not_met", unmet}};
-    std::cout << document.dump() << "\n";
+    print_json(success_document("run", {{"mode", "dispatch-only"},
+                                        {"reason", why},
+                                        {"monitor", std::string(to_string(mode))},
+                                        {"configuration", config},
+                                        {"battery", totals.to_json()},
+                                        {"seconds", seconds},
+                                        {"manifest_keys", manifest.size()},
+                                        {"keys_met", keys_met},
+                                        {"kernels", kernels_json},
+                                        {"runtime_jit", misses_json},
+                                        {"manifest_keys_not_met", unmet}}));
     return kExitOk;
   }
   const Style out = Style::for_stream(stdout);

@@ -1,10 +1,10 @@
 // `zerojit run` on GPUs: warmup on each selected device, then the battery launched through the
 // kernels, every launch timed, and each device's monitor counters.
 #include <cstdio>
-#include <iostream>
 #include <map>
 
 #include "exit_codes.hpp"
+#include "json_output.hpp"
 #include "run_support.hpp"
 #include "terminal.hpp"
 #include "zerojit/cuda.hpp"
@@ -207,6 +207,7 @@ int run_on_gpus(const RunCommand& command, const dsv4::Dsv4Config& config,
   options.compile_processes = !command.in_process;
   options.progress = command.json ? ProgressStyle::none : ProgressStyle::automatic;
   const WarmupReport report = registry.warmup(options);
+  if (auto missing = failing_for_want_of_nvrtc(report)) throw *missing;
   for (const KeyReport& key : report.keys) {
     if (!key.error.empty()) {
       std::fprintf(stderr, "compile failed: %s [%s] for %s:\n  %s\n", key.kernel.c_str(),
@@ -248,16 +249,14 @@ int run_on_gpus(const RunCommand& command, const dsv4::Dsv4Config& config,
   if (command.json) {
     json devices_json = json::array();
     for (const auto& r : results) devices_json.push_back(device_json(r));
-    json document = {{"ok", true},
-                     {"exit_code", kExitOk},
-                     {"mode", "gpu"},
-                     {"monitor", std::string(to_string(mode))},
-                     {"configuration", config},
-                     {"warmup", json::parse(report.to_json())},
-                     {"devices", devices_json},
-                     {"runtime_jit_total", runtime_jit},
-                     {"counters", json::parse(Monitor::instance().counters_json())}};
-    std::cout << document.dump() << "\n";
+    print_json(success_document(
+        "run", {{"mode", "gpu"},
+                {"monitor", std::string(to_string(mode))},
+                {"configuration", config},
+                {"warmup", parse_library_json(report.to_json())},
+                {"devices", devices_json},
+                {"runtime_jit_total", runtime_jit},
+                {"counters", parse_library_json(Monitor::instance().counters_json())}}));
     return kExitOk;
   }
   std::printf("\n");
