@@ -94,10 +94,11 @@ std::string dump_in_order(const nlohmann::json& object, std::initializer_list<co
                    ? dump_in_order(value, {"code", "message", "hint"})
                    : dump(value));
   }
-  for (const auto& [key, value] : object.items()) {
+  for (auto item = object.begin(); item != object.end(); ++item) {
+    const std::string& key = item.key();
     const bool placed =
         std::any_of(first.begin(), first.end(), [&key](const char* field) { return key == field; });
-    if (!placed) add(key, dump(value));
+    if (!placed) add(key, dump(item.value()));
   }
   return out + "}";
 }
