@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 
 #include "zerojit/error.hpp"
 
@@ -44,6 +45,25 @@ constexpr NvrtcResult kNvrtcCompilationError = 6;
 const char* env(const char* name) {
   const char* value = std::getenv(name);
   return value != nullptr && *value != '\0' ? value : nullptr;
+}
+
+// A variable that names a place explicitly and points nowhere is an error, not a hint to skip:
+// the search would otherwise quietly find another toolkit (or none) than the one asked for.
+std::optional<std::string> explicit_variable_problem() {
+  std::error_code ec;
+  if (const char* library = env("ZEROJIT_NVRTC_LIBRARY")) {
+    if (!fs::is_regular_file(library, ec)) {
+      return std::string("ZEROJIT_NVRTC_LIBRARY=") + library +
+             " is not a file; point it to libnvrtc.so.13 or unset it";
+    }
+  }
+  if (const char* home = env("CUDA_HOME")) {
+    if (!fs::is_directory(home, ec)) {
+      return std::string("CUDA_HOME=") + home +
+             " is not a directory; point it to the CUDA toolkit's root or unset it";
+    }
+  }
+  return std::nullopt;
 }
 
 // Toolkit roots in the documented order: $CUDA_HOME, $CUDA_PATH, the nvcc on PATH,
@@ -89,9 +109,20 @@ bool resolve(void* library, Fn& slot, const char* name, std::string& reason) {
 
 NvrtcState load_nvrtc() {
   NvrtcState state;
+  if (auto problem = explicit_variable_problem()) {
+    state.reason = "NVRTC not loaded: " + *problem;
+    return state;
+  }
   void* library = nullptr;
   const std::string path = nvrtc_library_path();
   if (!path.empty()) library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr && env("ZEROJIT_NVRTC_LIBRARY") != nullptr) {
+    const char* error = dlerror();
+    state.reason = std::string("NVRTC not loaded: ZEROJIT_NVRTC_LIBRARY=") + path +
+                   " cannot be loaded (" + (error ? error : "unknown error") +
+                   "); point it to libnvrtc.so.13 or unset it";
+    return state;
+  }
   for (const char* soname : kNvrtcSonames) {
     if (library == nullptr) library = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
   }
@@ -201,9 +232,8 @@ std::string nvrtc_version() {
 
 std::string nvrtc_library_path() {
   std::error_code ec;
-  if (const char* explicit_path = env("ZEROJIT_NVRTC_LIBRARY")) {
-    return fs::exists(explicit_path, ec) ? std::string(explicit_path) : std::string{};
-  }
+  if (explicit_variable_problem()) return {};
+  if (const char* explicit_path = env("ZEROJIT_NVRTC_LIBRARY")) return explicit_path;
   for (const fs::path& root : toolkit_roots()) {
     for (const char* soname : kNvrtcSonames) {
       for (const char* lib : {"lib64", "lib"}) {
@@ -216,6 +246,9 @@ std::string nvrtc_library_path() {
 }
 
 std::string cuda_include_dir() {
+  if (auto problem = explicit_variable_problem()) {
+    throw UnavailableError("CUDA headers not searched: " + *problem);
+  }
   std::string tried;
   std::error_code ec;
   for (const fs::path& root : toolkit_roots()) {

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "json_text.hpp"
+#include "progress.hpp"
 #include "zerojit/compile_pool.hpp"
 #include "zerojit/cuda.hpp"
 #include "zerojit/parallel.hpp"
@@ -18,48 +19,6 @@
 
 namespace zerojit {
 namespace {
-
-// Progress of a warmup on standard error: a redrawn bar on a terminal, one line per key
-// otherwise (logs, CI).
-class Progress {
- public:
-  Progress(ProgressStyle style, std::size_t total) : total_(total) {
-    if (style == ProgressStyle::automatic) {
-      style = isatty(STDERR_FILENO) ? ProgressStyle::bar : ProgressStyle::lines;
-    }
-    style_ = total == 0 ? ProgressStyle::none : style;
-  }
-
-  void finished(const KeyReport& key) {
-    std::lock_guard lock(mutex_);
-    ++done_;
-    if (style_ == ProgressStyle::lines) {
-      std::fprintf(stderr, "zerojit warmup [%zu/%zu] %-9s %6.3f s  %s [%s]%s%s\n", done_, total_,
-                   key.error.empty() ? std::string(to_string(key.origin)).c_str() : "FAILED",
-                   key.seconds, key.kernel.c_str(), key.key.c_str(), key.error.empty() ? "" : ": ",
-                   first_line(key.error).c_str());
-    } else if (style_ == ProgressStyle::bar) {
-      constexpr std::size_t kWidth = 30;
-      const std::size_t filled = done_ * kWidth / total_;
-      std::string bar(filled, '=');
-      if (filled < kWidth) bar += '>' + std::string(kWidth - filled - 1, ' ');
-      std::string label = key.kernel;
-      if (label.size() > 40) label = label.substr(0, 37) + "...";
-      std::fprintf(stderr, "\r\033[Kwarmup [%s] %zu/%zu %s", bar.c_str(), done_, total_,
-                   label.c_str());
-      if (done_ == total_) std::fprintf(stderr, "\r\033[K");
-    }
-    std::fflush(stderr);
-  }
-
- private:
-  static std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
-
-  ProgressStyle style_;
-  std::size_t total_;
-  std::size_t done_ = 0;
-  std::mutex mutex_;
-};
 
 WarmupReport run_warmup(const Manifest& manifest, const WarmupOptions& options);
 

@@ -17,6 +17,7 @@ using zerojit::testing::run_tool;
 using zerojit::testing::TempDir;
 
 using ZerojitTool = zerojit::testing::ToolTest;
+using zerojit::testing::result_of;
 
 const std::vector<std::string> kDefaultManifestKernels = {
     "dsv4.indexer_q_fp8",  "dsv4.indexer_q_fp8", "dsv4.dequant_gather", "dsv4.dequant_gather",
@@ -25,7 +26,7 @@ const std::vector<std::string> kDefaultManifestKernels = {
 TEST_F(ZerojitTool, KeysJsonIsTheEightKeyDefaultManifest) {
   const Result r = run({"keys", "--json"});
   ASSERT_EQ(r.exit_code, 0) << describe(r);
-  const json document = json::parse(r.out);
+  const json document = result_of(r, "keys");
   EXPECT_EQ(document.at("count"), 8);
   ASSERT_EQ(document.at("keys").size(), 8u);
   std::vector<std::string> kernels;
@@ -48,14 +49,14 @@ TEST_F(ZerojitTool, KeysTextListsOneLinePerKeyWithoutColourOffATerminal) {
 TEST_F(ZerojitTool, DcpAddsTwoPackKeys) {
   const Result r = run({"keys", "--json", "--dcp-world-size", "2"});
   ASSERT_EQ(r.exit_code, 0) << describe(r);
-  EXPECT_EQ(json::parse(r.out).at("count"), 10);
+  EXPECT_EQ(result_of(r, "keys").at("count"), 10);
 }
 
 TEST_F(ZerojitTool, CompileOnlyMakesAPackThatASecondRunReadsFromDisk) {
   TempDir pack;
   const Result first = run({"warmup", "--compile-only", "--cache-dir", pack.str(), "--json"});
   ASSERT_EQ(first.exit_code, 0) << describe(first);
-  const json a = json::parse(first.out);
+  const json a = result_of(first, "warmup");
   EXPECT_EQ(a.at("totals").at("keys"), 8);
   EXPECT_EQ(a.at("totals").at("compiled").get<int>() + a.at("totals").at("from_disk").get<int>(),
             8);
@@ -69,7 +70,7 @@ TEST_F(ZerojitTool, CompileOnlyMakesAPackThatASecondRunReadsFromDisk) {
 
   const Result second = run({"warmup", "--compile-only", "--cache-dir", pack.str(), "--json"});
   ASSERT_EQ(second.exit_code, 0) << describe(second);
-  const json b = json::parse(second.out);
+  const json b = result_of(second, "warmup");
   EXPECT_EQ(b.at("totals").at("keys"), 8);
   EXPECT_EQ(b.at("totals").at("from_disk"), 8);
   EXPECT_EQ(b.at("totals").at("compiled"), 0);
@@ -79,13 +80,38 @@ TEST_F(ZerojitTool, CompileOnlyMakesAPackThatASecondRunReadsFromDisk) {
       run_tool({"warmup", "--compile-only", "--layer", pack.str(), "--json"},
                {{"ZEROJIT_CACHE_DIR", "off"}, {"ZEROJIT_CACHE_READONLY_DIRS", ""}});
   ASSERT_EQ(layered.exit_code, 0) << describe(layered);
-  EXPECT_EQ(json::parse(layered.out).at("totals").at("from_disk"), 8);
+  EXPECT_EQ(result_of(layered, "warmup").at("totals").at("from_disk"), 8);
+}
+
+// On a terminal warmup draws a bar with the keys done, the rate, the time elapsed and an
+// estimate of the time left; on a pipe it prints one line per key instead.
+TEST_F(ZerojitTool, WarmupProgressShowsRateElapsedAndTimeLeftOnATerminal) {
+  TempDir cache;
+  const Result bar =
+      run_tool({"warmup", "--examples", "--compile-only", "--cache-dir", cache.str()},
+               {{"NO_COLOR", ""}, {"ZEROJIT_CACHE_READONLY_DIRS", ""}},
+               /*stderr_on_terminal=*/true);
+  ASSERT_EQ(bar.exit_code, 0) << describe(bar);
+  EXPECT_NE(bar.err.find("warmup [>"), std::string::npos) << describe(bar);  // drawn at once
+  EXPECT_NE(bar.err.find("0/5"), std::string::npos) << describe(bar);
+  EXPECT_NE(bar.err.find("5/5"), std::string::npos) << describe(bar);
+  EXPECT_NE(bar.err.find(" keys/s"), std::string::npos) << describe(bar);
+  EXPECT_NE(bar.err.find(" elapsed, about "), std::string::npos) << describe(bar);
+  EXPECT_NE(bar.err.find(" left"), std::string::npos) << describe(bar);
+  EXPECT_EQ(bar.err.find("zerojit warmup [1/5]"), std::string::npos) << "lines on a terminal";
+
+  TempDir other;
+  const Result lines = run({"warmup", "--examples", "--compile-only", "--cache-dir", other.str()});
+  ASSERT_EQ(lines.exit_code, 0) << describe(lines);
+  EXPECT_NE(lines.err.find("zerojit warmup [1/5]"), std::string::npos) << describe(lines);
+  EXPECT_NE(lines.err.find("zerojit warmup [5/5]"), std::string::npos) << describe(lines);
+  EXPECT_EQ(lines.err.find('\r'), std::string::npos) << "a bar drawn on a pipe";
 }
 
 TEST_F(ZerojitTool, DispatchOnlyBatteryMeetsOnlyManifestKeys) {
   const Result r = run({"run", "--dispatch-only", "--steps", "10000", "--json"});
   ASSERT_EQ(r.exit_code, 0) << describe(r);
-  const json document = json::parse(r.out);
+  const json document = result_of(r, "run");
   EXPECT_EQ(document.at("mode"), "dispatch-only");
   EXPECT_EQ(document.at("battery").at("steps"), 10000);
   EXPECT_EQ(document.at("battery").at("largest_step_tokens"), 8192);
@@ -108,7 +134,7 @@ TEST_F(ZerojitTool, DispatchOnlyBatteryStaysInsideOtherManifests) {
     arguments.insert(arguments.end(), options.begin(), options.end());
     const Result r = run(arguments);
     ASSERT_EQ(r.exit_code, 0) << options[0] << " " << options[1] << "\n" << describe(r);
-    const json document = json::parse(r.out);
+    const json document = result_of(r, "run");
     EXPECT_TRUE(document.at("runtime_jit").empty()) << options[0] << " " << options[1];
   }
 }
@@ -126,8 +152,9 @@ TEST_F(ZerojitTool, NarrowedWarmupFailsErrorModeNamingKernelAndKey) {
   EXPECT_EQ(as_json.exit_code, 1) << describe(as_json);
   const json document = json::parse(as_json.out);
   EXPECT_FALSE(document.at("ok").get<bool>());
-  EXPECT_EQ(document.at("runtime_jit").at("kernel"), "dsv4.indexer_q_fp8");
-  EXPECT_NE(document.at("runtime_jit").at("key").get<std::string>().find("coarsen=4"),
+  EXPECT_EQ(document.at("error").at("code"), 1);
+  EXPECT_EQ(document.at("error").at("runtime_jit").at("kernel"), "dsv4.indexer_q_fp8");
+  EXPECT_NE(document.at("error").at("runtime_jit").at("key").get<std::string>().find("coarsen=4"),
             std::string::npos);
 }
 

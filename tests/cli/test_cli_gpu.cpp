@@ -32,7 +32,7 @@ class ZerojitToolGpu : public zerojit::testing::ToolTest {
     arguments.insert(arguments.end(), options.begin(), options.end());
     const Result r = run(arguments);
     ASSERT_EQ(r.exit_code, 0) << describe(r);
-    const json document = json::parse(r.out);
+    const json document = zerojit::testing::result_of(r, "run");
     EXPECT_EQ(document.at("mode"), "gpu");
     EXPECT_EQ(document.at("runtime_jit_total"), 0);
     ASSERT_EQ(document.at("devices").size(), devices);

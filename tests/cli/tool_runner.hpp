@@ -2,6 +2,7 @@
 // environment, both output streams and the exit code collected.
 #pragma once
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <spawn.h>
@@ -11,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -25,9 +27,12 @@ struct Result {
 };
 
 // Runs the tool with `arguments` and the environment changes in `environment` (an empty
-// value unsets the variable), collecting both output streams.
+// value unsets the variable), collecting both output streams. With `stderr_on_terminal`, the
+// tool's standard error is a pseudo-terminal, as when a user runs it in a shell (what it
+// draws there, e.g. the progress bar, is collected all the same).
 inline Result run_tool(const std::vector<std::string>& arguments,
-                       const std::map<std::string, std::string>& environment = {}) {
+                       const std::map<std::string, std::string>& environment = {},
+                       bool stderr_on_terminal = false) {
   std::vector<std::string> env_strings;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry = *e;
@@ -54,6 +59,22 @@ inline Result run_tool(const std::vector<std::string>& arguments,
     ADD_FAILURE() << "pipe failed";
     return {};
   }
+  if (stderr_on_terminal) {
+    // The terminal's controller end replaces the pipe's reading end, its device the writing end.
+    const int controller = posix_openpt(O_RDWR | O_NOCTTY);
+    const char* device = controller >= 0 && grantpt(controller) == 0 && unlockpt(controller) == 0
+                             ? ptsname(controller)
+                             : nullptr;
+    const int terminal = device != nullptr ? open(device, O_RDWR | O_NOCTTY) : -1;
+    if (terminal < 0) {
+      ADD_FAILURE() << "no pseudo-terminal";
+      return {};
+    }
+    close(err_pipe[0]);
+    close(err_pipe[1]);
+    err_pipe[0] = controller;
+    err_pipe[1] = terminal;
+  }
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out_pipe[1], STDOUT_FILENO);
@@ -79,7 +100,7 @@ inline Result run_tool(const std::vector<std::string>& arguments,
   while (open_streams > 0) {
     if (poll(fds, 2, -1) < 0) break;
     for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP)) == 0) continue;
+      if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
       const ssize_t n = read(fds[i].fd, buffer, sizeof buffer);
       if (n > 0) {
         sinks[i]->append(buffer, static_cast<std::size_t>(n));
@@ -99,6 +120,18 @@ inline Result run_tool(const std::vector<std::string>& arguments,
 inline std::string describe(const Result& r) {
   return "exit code " + std::to_string(r.exit_code) + "\n--- stdout\n" + r.out.substr(0, 4000) +
          "\n--- stderr\n" + r.err.substr(0, 4000);
+}
+
+// The "result" of a successful run's JSON envelope (docs/TOOL.md), checking the envelope itself:
+// schema 1, the command's name, ok, exit code 0.
+inline nlohmann::json result_of(const Result& r, const std::string& command) {
+  const nlohmann::json document = nlohmann::json::parse(r.out);
+  EXPECT_EQ(document.at("schema"), 1) << r.out.substr(0, 400);
+  EXPECT_EQ(document.at("command"), command) << r.out.substr(0, 400);
+  EXPECT_TRUE(document.at("ok").get<bool>()) << r.out.substr(0, 400);
+  EXPECT_EQ(document.at("exit_code"), 0) << r.out.substr(0, 400);
+  EXPECT_FALSE(document.contains("error")) << r.out.substr(0, 400);
+  return document.at("result");
 }
 
 // A fresh directory for one test, removed after it.

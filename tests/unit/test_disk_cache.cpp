@@ -1048,7 +1048,7 @@ TEST_F(DiskCacheProcesses, ToolListsVerifiesTrimsExplainsAndClears) {
 
   ToolRun ls = run_tool({"cache", "ls", "--cache-dir", dir, "--json"}, scratch.path());
   ASSERT_EQ(ls.exit_code, 0) << ls.err;
-  const json listed = json::parse(ls.out);
+  const json listed = json::parse(ls.out).at("result").at("entries");
   ASSERT_EQ(listed.size(), 5u);
   EXPECT_EQ(listed[0]["status"], "ok");
   EXPECT_EQ(listed[0]["arch"], "sm_90a");
@@ -1061,7 +1061,7 @@ TEST_F(DiskCacheProcesses, ToolListsVerifiesTrimsExplainsAndClears) {
   write_file(victim, bytes);
   verify = run_tool({"cache", "verify", "--cache-dir", dir, "--json"}, scratch.path());
   EXPECT_EQ(verify.exit_code, 4) << verify.out << verify.err;
-  EXPECT_EQ(json::parse(verify.out)["bad"].size(), 1u);
+  EXPECT_EQ(json::parse(verify.out)["result"]["bad"].size(), 1u);
   verify = run_tool({"cache", "verify", "--cache-dir", dir, "--set-aside"}, scratch.path());
   EXPECT_EQ(verify.exit_code, 4);
   EXPECT_FALSE(fs::exists(victim));
@@ -1072,7 +1072,7 @@ TEST_F(DiskCacheProcesses, ToolListsVerifiesTrimsExplainsAndClears) {
       run_tool({"cache", "explain", "--cache-dir", dir, "--nvrtc-version", "13.0", "--json"},
                scratch.path());
   ASSERT_EQ(explain.exit_code, 0) << explain.err;
-  const json explained = json::parse(explain.out);
+  const json explained = json::parse(explain.out).at("result").at("keys");
   ASSERT_GE(explained.size(), 1u);
   for (const auto& item : explained) {
     EXPECT_EQ(item["hit"], false);
@@ -1083,7 +1083,7 @@ TEST_F(DiskCacheProcesses, ToolListsVerifiesTrimsExplainsAndClears) {
   ToolRun gc =
       run_tool({"cache", "gc", "--cache-dir", dir, "--max-size", "0", "--json"}, scratch.path());
   ASSERT_EQ(gc.exit_code, 0) << gc.err;
-  EXPECT_EQ(json::parse(gc.out)["removed"], 4);
+  EXPECT_EQ(json::parse(gc.out)["result"]["removed"], 4);
   ToolRun clear = run_tool({"cache", "clear", "--cache-dir", dir}, scratch.path());
   EXPECT_EQ(clear.exit_code, 0) << clear.err;
 

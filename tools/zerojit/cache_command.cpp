@@ -1,16 +1,16 @@
 #include "cache_command.hpp"
 
-#include "exit_codes.hpp"
-
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <iostream>
 #include <memory>
-#include <string>
+#include <nlohmann/json.hpp>
 #include <tuple>
-#include <vector>
 
+#include "exit_codes.hpp"
+#include "json_output.hpp"
+#include "option_values.hpp"
+#include "terminal.hpp"
 #include "zerojit/compiler.hpp"
 #include "zerojit/disk_cache.hpp"
 #include "zerojit/runtime.hpp"
@@ -18,51 +18,7 @@
 namespace zerojit::tool {
 namespace {
 
-// Options shared by every cache command, bound to CLI11 options: they live as long as the
-// commands' callbacks, which hold them.
-struct CacheOptions {
-  std::string cache_dir;
-  std::vector<std::string> layers;
-  bool json = false;
-  bool allow_shared = false;
-  // verify
-  bool set_aside = false;
-  // gc
-  std::string max_size;
-  // explain
-  std::string arch = "sm_90a";
-  std::string kernel;
-  std::string key;
-  std::string nvrtc_version;
-  bool misses_only = false;
-};
-
-// A usage or configuration problem: reported and turned into exit code 2.
-struct UsageProblem {
-  std::string message;
-};
-
-std::uint64_t parse_size(const std::string& text) {
-  std::uint64_t value = 0;
-  std::size_t i = 0;
-  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
-    value = value * 10 + static_cast<std::uint64_t>(text[i] - '0');
-    if (value > (std::uint64_t{1} << 50))
-      throw UsageProblem{"--max-size " + text + " is too large"};
-  }
-  const std::string suffix = text.substr(i);
-  std::uint64_t scale = 1;
-  if (suffix == "K" || suffix == "KiB") {
-    scale = std::uint64_t{1} << 10;
-  } else if (suffix == "M" || suffix == "MiB") {
-    scale = std::uint64_t{1} << 20;
-  } else if (suffix == "G" || suffix == "GiB") {
-    scale = std::uint64_t{1} << 30;
-  } else if (!suffix.empty() || i == 0) {
-    throw UsageProblem{"--max-size \"" + text + "\" is not a size (e.g. 1073741824, 512M, 2G)"};
-  }
-  return value * scale;
-}
+using nlohmann::json;
 
 std::string age_text(double seconds) {
   char buffer[32];
@@ -90,27 +46,33 @@ std::string size_text(std::uint64_t bytes) {
   return buffer;
 }
 
+ToolError usage(const CacheCommand& command, std::string message, std::string_view hint) {
+  return option_error(cache_command_name(command.action), std::move(message), hint);
+}
+
 // The cache the options name, or nullptr for a root that does not exist (an empty cache).
-// Throws UsageProblem for a root that cannot be used; other warnings go to standard error.
-std::shared_ptr<DiskCache> open_cache(const CacheOptions& options) {
+// Throws ToolError (usage) for a root that cannot be used; other warnings go to standard error.
+std::shared_ptr<DiskCache> open_cache(const CacheCommand& command) {
   DiskCacheOptions cache_options;
   try {
     cache_options = default_disk_cache_options();
   } catch (const Error& error) {
-    throw UsageProblem{error.what()};
+    throw usage(command, error.what(), "fix or unset the environment variable it names");
   }
-  if (!options.cache_dir.empty()) {
-    cache_options.root = options.cache_dir;
+  if (!command.cache_dir.empty()) {
+    cache_options.root = command.cache_dir;
   } else if (!default_cache_root()) {
-    throw UsageProblem{
-        "the disk cache is disabled (ZEROJIT_CACHE_DIR=off); name one with "
-        "--cache-dir"};
+    throw usage(command, "the disk cache is disabled (ZEROJIT_CACHE_DIR=off)",
+                "name a cache with --cache-dir DIR");
   } else if (cache_options.root.empty()) {
-    throw UsageProblem{"no cache directory: set ZEROJIT_CACHE_DIR or HOME, or pass --cache-dir"};
+    throw usage(command,
+                "no cache directory: none of ZEROJIT_CACHE_DIR, XDG_CACHE_HOME, HOME is set",
+                "set one of them, or pass --cache-dir DIR");
   }
-  for (const std::string& layer : options.layers)
+  for (const std::string& layer : command.layers) {
     cache_options.read_only_layers.emplace_back(layer);
-  cache_options.allow_shared_root = cache_options.allow_shared_root || options.allow_shared;
+  }
+  cache_options.allow_shared_root = cache_options.allow_shared_root || command.allow_shared;
   cache_options.create_root = false;  // a mistyped --cache-dir is reported, not created
   // Warnings met while opening are held back: when the root is refused, the refusal is the
   // error message. Later ones (bad entries met while listing) go straight to standard error.
@@ -131,20 +93,28 @@ std::shared_ptr<DiskCache> open_cache(const CacheOptions& options) {
   if (!root_exists && cache_options.read_only_layers.empty()) return nullptr;
   auto cache = std::make_shared<DiskCache>(cache_options);
   const CacheRootState state = cache->state();
-  if (root_exists && state == CacheRootState::unusable) throw UsageProblem{cache->state_reason()};
   warnings->hold = false;
+  if (root_exists && state == CacheRootState::unusable) {
+    const std::string reason = cache->state_reason();
+    throw usage(command, reason,
+                reason.starts_with("refusing ")
+                    ? "use a directory only you can write (chmod go-w DIR), or, if everyone who "
+                      "can write it is trusted, pass --allow-shared (or set "
+                      "ZEROJIT_CACHE_ALLOW_SHARED=1)"
+                    : "name a cache directory you can read with --cache-dir DIR");
+  }
   for (const std::string& line : warnings->held) std::fprintf(stderr, "%s\n", line.c_str());
   return cache;
 }
 
-std::string root_of(const CacheOptions& options) {
-  if (!options.cache_dir.empty()) return options.cache_dir;
+std::string root_of(const CacheCommand& command) {
+  if (!command.cache_dir.empty()) return command.cache_dir;
   const auto root = default_cache_root();
   return root ? root->string() : std::string();
 }
 
-int run_ls(const CacheOptions& options) {
-  const auto cache = open_cache(options);
+int run_ls(const CacheCommand& command) {
+  const auto cache = open_cache(command);
   std::vector<CacheEntryInfo> entries = cache ? cache->list() : std::vector<CacheEntryInfo>{};
   // list() gives the layers in search order; within each, sort by kernel, key and arch.
   for (auto begin = entries.begin(); begin != entries.end();) {
@@ -157,55 +127,82 @@ int run_ls(const CacheOptions& options) {
     });
     begin = end;
   }
-  if (options.json) {
-    std::cout << to_json(entries) << "\n";
+  std::uint64_t total = 0;
+  for (const CacheEntryInfo& entry : entries) total += entry.size_bytes;
+  if (command.json) {
+    print_json(success_document(cache_command_name(command.action),
+                                {{"root", root_of(command)},
+                                 {"exists", cache != nullptr},
+                                 {"count", entries.size()},
+                                 {"bytes", total},
+                                 {"entries", parse_library_json(to_json(entries))}}));
     return kExitOk;
   }
   if (!cache) {
-    std::printf("no cache at %s\n", root_of(options).c_str());
+    std::printf("no cache at %s\n", root_of(command).c_str());
     return kExitOk;
   }
-  std::uint64_t total = 0;
-  std::printf("%-24s %-36s %-8s %10s %6s  %s\n", "KERNEL", "KEY", "ARCH", "SIZE", "AGE", "LAYER");
+  // Columns sized to their content: a long kernel name, key or path widens its column instead
+  // of pushing the others out of line. A bad entry's problem comes last, where it can run on.
+  const Style out = Style::for_stream(stdout);
+  Table table({{"kernel"},
+               {"key"},
+               {"arch"},
+               {"size", Table::Align::right},
+               {"age", Table::Align::right},
+               {"layer"},
+               {"status"}});
   for (const CacheEntryInfo& entry : entries) {
-    total += entry.size_bytes;
     const std::string layer = entry.layer + (entry.read_only ? " (read-only)" : "");
     if (entry.problem != EntryProblem::none) {
-      std::printf("%-24s %-36s %-8s %10s %6s  %s  [BAD %s: %s]\n", "?", entry.identity.c_str(), "",
-                  size_text(entry.size_bytes).c_str(), age_text(entry.age_seconds).c_str(),
-                  layer.c_str(), std::string(to_string(entry.problem)).c_str(),
-                  entry.detail.c_str());
+      table.add_row(
+          {"?", entry.identity, "", size_text(entry.size_bytes), age_text(entry.age_seconds), layer,
+           out.red("BAD " + std::string(to_string(entry.problem))) + ": " + entry.detail});
       continue;
     }
-    std::printf("%-24s %-36s %-8s %10s %6s  %s\n", entry.kernel.c_str(), entry.key.c_str(),
-                entry.arch.c_str(), size_text(entry.size_bytes).c_str(),
-                age_text(entry.age_seconds).c_str(), layer.c_str());
+    table.add_row({entry.kernel, entry.key, entry.arch, size_text(entry.size_bytes),
+                   age_text(entry.age_seconds), layer, "ok"});
   }
+  if (!table.empty()) table.print(stdout, out);
   std::printf("%zu entries, %s\n", entries.size(), size_text(total).c_str());
   return kExitOk;
 }
 
-int run_verify(const CacheOptions& options) {
-  const auto cache = open_cache(options);
-  const CacheVerifyReport report = cache ? cache->verify(options.set_aside) : CacheVerifyReport{};
-  if (options.json) {
-    std::cout << report.to_json() << "\n";
+int run_verify(const CacheCommand& command) {
+  const auto cache = open_cache(command);
+  const CacheVerifyReport report = cache ? cache->verify(command.set_aside) : CacheVerifyReport{};
+  std::optional<ToolError> failure;
+  if (!report.ok()) {
+    failure = ToolError{kExitCacheBadEntries,
+                        std::to_string(report.bad.size()) + " of " +
+                            std::to_string(report.checked) + " cache entries are bad",
+                        command.set_aside
+                            ? "they were moved to quarantine/; each is compiled again when next "
+                              "needed"
+                            : "`zerojit cache verify --set-aside` moves them to quarantine/ "
+                              "(each is compiled again when next needed); docs/CACHE.md "
+                              "names the problems"};
+  }
+  if (command.json) {
+    json result = parse_library_json(report.to_json());
+    print_json(failure ? failure_document(cache_command_name(command.action), *failure, result)
+                       : success_document(cache_command_name(command.action), result));
   } else {
     for (const CacheEntryInfo& entry : report.bad) {
       std::printf("BAD %s (%s): %s\n", entry.path.c_str(),
                   std::string(to_string(entry.problem)).c_str(), entry.detail.c_str());
     }
-    std::printf(
-        "%zu entries checked: %zu valid, %zu bad%s\n", report.checked, report.valid,
-        report.bad.size(),
-        report.bad.empty() || options.set_aside ? "" : " (--set-aside moves them to quarantine/)");
+    std::printf("%zu entries checked: %zu valid, %zu bad\n", report.checked, report.valid,
+                report.bad.size());
   }
-  return report.ok() ? kExitOk : kExitCacheBadEntries;
+  if (failure) print_error(failure->message, failure->hint);
+  return failure ? failure->exit_code : kExitOk;
 }
 
-void print_gc(const CacheOptions& options, const CacheGcReport& report, const char* verb) {
-  if (options.json) {
-    std::cout << report.to_json() << "\n";
+void print_gc(const CacheCommand& command, const CacheGcReport& report, const char* verb) {
+  if (command.json) {
+    print_json(
+        success_document(cache_command_name(command.action), parse_library_json(report.to_json())));
     return;
   }
   std::printf("%s %zu entries (%s); kept %zu (%s)", verb, report.removed,
@@ -218,71 +215,78 @@ void print_gc(const CacheOptions& options, const CacheGcReport& report, const ch
   std::printf("\n");
 }
 
-int run_gc(const CacheOptions& options) {
-  std::optional<std::uint64_t> max_bytes;
-  if (!options.max_size.empty()) max_bytes = parse_size(options.max_size);
-  const auto cache = open_cache(options);
-  CacheGcReport report = cache ? cache->gc(max_bytes) : CacheGcReport{};
-  if (!cache) report.quota_bytes = max_bytes.value_or(kDefaultCacheQuotaBytes);
-  print_gc(options, report, "removed");
+int run_gc(const CacheCommand& command) {
+  const auto cache = open_cache(command);
+  CacheGcReport report = cache ? cache->gc(command.max_size) : CacheGcReport{};
+  if (!cache) report.quota_bytes = command.max_size.value_or(kDefaultCacheQuotaBytes);
+  print_gc(command, report, "removed");
   return kExitOk;
 }
 
-int run_clear(const CacheOptions& options) {
-  const auto cache = open_cache(options);
-  print_gc(options, cache ? cache->clear() : CacheGcReport{}, "cleared");
+int run_clear(const CacheCommand& command) {
+  const auto cache = open_cache(command);
+  print_gc(command, cache ? cache->clear() : CacheGcReport{}, "cleared");
   return kExitOk;
 }
 
-int run_explain(const CacheOptions& options, const CacheCommandContext& context) {
-  validate_arch(options.arch);
-  if (!context.manifest) throw UsageProblem{"this tool has no kernel manifest to explain"};
+int run_explain(const CacheCommand& command, const CacheCommandContext& context) {
+  if (!context.manifest) {
+    throw ToolError{kExitUsage, "this tool has no kernel manifest to explain",
+                    "use a tool built with kernel families"};
+  }
   const Manifest manifest = context.manifest();
-  const auto cache = open_cache(options);
-  std::string nvrtc = options.nvrtc_version;
+  const auto cache = open_cache(command);
+  std::string nvrtc = command.nvrtc_version;
   if (nvrtc.empty()) {
     // Through the runtime, so that the cache's NVRTC version memo answers when it can.
     if (cache) Runtime::instance().set_artifact_store(cache);
     try {
       nvrtc = Runtime::instance().nvrtc_version();
     } catch (const UnavailableError& error) {
-      throw UsageProblem{std::string(error.what()) +
-                         "; pass --nvrtc-version to explain without NVRTC"};
+      throw ToolError{kExitFailure,
+                      std::string("NVRTC is not available to say which version to explain for: ") +
+                          error.what(),
+                      "pass --nvrtc-version V (e.g. 13.0) to explain without NVRTC"};
     }
   }
   std::vector<Program> programs;
   for (const ManifestEntry& entry : manifest.entries) {
-    if (!options.kernel.empty() && entry.kernel->name() != options.kernel) continue;
-    if (!options.key.empty() && entry.key_text.find(options.key) == std::string::npos) continue;
+    if (!command.kernel.empty() && entry.kernel->name() != command.kernel) continue;
+    if (!command.key.empty() && entry.key_text.find(command.key) == std::string::npos) continue;
     programs.push_back(entry.program());
   }
   std::vector<MissExplanation> explanations;
   if (cache) {
-    explanations = cache->explain(programs, options.arch, nvrtc);
+    explanations = cache->explain(programs, command.arch, nvrtc);
   } else {
     for (const Program& program : programs) {
       MissExplanation explanation;
       explanation.kernel = program.kernel_name;
       explanation.key = program.key_text;
-      explanation.arch = options.arch;
+      explanation.arch = command.arch;
       explanation.nvrtc_version = nvrtc;
-      explanation.identity = compute_identity(program, options.arch, nvrtc).hex();
+      explanation.identity = compute_identity(program, command.arch, nvrtc).hex();
       explanations.push_back(std::move(explanation));
     }
   }
-  if (options.misses_only) {
+  if (command.misses_only) {
     std::erase_if(explanations, [](const MissExplanation& e) { return e.present; });
   }
-  if (options.json) {
-    std::string out = "[";
-    for (std::size_t i = 0; i < explanations.size(); ++i) {
-      out += (i == 0 ? "" : ",") + explanations[i].to_json();
-    }
-    std::cout << out << "]\n";
-  } else {
-    std::size_t hits = 0;
+  std::size_t hits = 0;
+  for (const MissExplanation& explanation : explanations) hits += explanation.present ? 1 : 0;
+  if (command.json) {
+    json keys = json::array();
     for (const MissExplanation& explanation : explanations) {
-      hits += explanation.present ? 1 : 0;
+      keys.push_back(parse_library_json(explanation.to_json()));
+    }
+    print_json(success_document(cache_command_name(command.action),
+                                {{"arch", command.arch},
+                                 {"nvrtc_version", nvrtc},
+                                 {"hits", hits},
+                                 {"misses", explanations.size() - hits},
+                                 {"keys", keys}}));
+  } else {
+    for (const MissExplanation& explanation : explanations) {
       std::printf("%s\n", explanation.summary().c_str());
     }
     std::printf("%zu keys: %zu hits, %zu misses\n", explanations.size(), hits,
@@ -291,81 +295,38 @@ int run_explain(const CacheOptions& options, const CacheCommandContext& context)
   return kExitOk;
 }
 
-// Runs one command, turning problems into messages and exit codes.
-template <class Command>
-void run_reporting(CacheCommandContext& context, Command command) {
-  try {
-    context.exit_code = command();
-  } catch (const UsageProblem& problem) {
-    std::fprintf(stderr, "zerojit cache: %s\n", problem.message.c_str());
-    context.exit_code = kExitUsage;
-  } catch (const std::exception& error) {
-    std::fprintf(stderr, "zerojit cache: %s\n", error.what());
-    context.exit_code = kExitUsage;
-  }
-}
-
-void add_common_options(CLI::App& command, CacheOptions& options) {
-  command.add_option("--cache-dir", options.cache_dir,
-                     "Cache root (default: $ZEROJIT_CACHE_DIR, $XDG_CACHE_HOME/zerojit or "
-                     "~/.cache/zerojit)");
-  command.add_option("--layer", options.layers,
-                     "A read-only layer searched before the root (repeatable; also "
-                     "$ZEROJIT_CACHE_READONLY_DIRS)");
-  command.add_flag("--allow-shared", options.allow_shared,
-                   "Accept a root other users can write (also ZEROJIT_CACHE_ALLOW_SHARED=1)");
-  command.add_flag("--json", options.json, "Machine-readable output");
-}
-
 }  // namespace
 
-void add_cache_commands(CLI::App& app, CacheCommandContext& context) {
-  auto options = std::make_shared<CacheOptions>();
-  CLI::App* cache =
-      app.add_subcommand("cache", "Manage the persistent compile cache (docs/CACHE.md)");
-  cache->require_subcommand(1);
+std::string_view cache_command_name(CacheAction action) {
+  switch (action) {
+    case CacheAction::ls:
+      return "cache ls";
+    case CacheAction::verify:
+      return "cache verify";
+    case CacheAction::gc:
+      return "cache gc";
+    case CacheAction::clear:
+      return "cache clear";
+    case CacheAction::explain:
+      return "cache explain";
+  }
+  return "cache";
+}
 
-  CLI::App* ls = cache->add_subcommand("ls", "List entries: kernel, key, arch, size, age, layer");
-  add_common_options(*ls, *options);
-  ls->callback([options, &context] { run_reporting(context, [&] { return run_ls(*options); }); });
-
-  CLI::App* verify = cache->add_subcommand(
-      "verify", "Check every entry's checksum and identity (exit 4 when some are bad)");
-  add_common_options(*verify, *options);
-  verify->add_flag("--set-aside", options->set_aside,
-                   "Move bad entries of the root to quarantine/");
-  verify->callback(
-      [options, &context] { run_reporting(context, [&] { return run_verify(*options); }); });
-
-  CLI::App* gc = cache->add_subcommand(
-      "gc", "Trim the cache to its quota, least recently used first; remove leftover files");
-  add_common_options(*gc, *options);
-  gc->add_option("--max-size", options->max_size,
-                 "Quota to trim to (bytes; K, M, G suffixes; default $ZEROJIT_CACHE_MAX_BYTES "
-                 "or 1G)");
-  gc->callback([options, &context] { run_reporting(context, [&] { return run_gc(*options); }); });
-
-  CLI::App* clear = cache->add_subcommand(
-      "clear", "Remove every entry (entries other processes are reading are left)");
-  add_common_options(*clear, *options);
-  clear->callback(
-      [options, &context] { run_reporting(context, [&] { return run_clear(*options); }); });
-
-  CLI::App* explain = cache->add_subcommand(
-      "explain",
-      "For each key of the manifest: hit, or which identity components differ from the nearest "
-      "entry of its kernel");
-  add_common_options(*explain, *options);
-  explain->add_option("--arch", options->arch, "Target arch")->capture_default_str();
-  explain->add_option("--kernel", options->kernel, "Only this kernel");
-  explain->add_option("--key", options->key, "Only keys whose text contains this");
-  explain->add_option("--nvrtc-version", options->nvrtc_version,
-                      "NVRTC version to explain for (default: this machine's)");
-  explain->add_flag("--misses", options->misses_only, "Only keys that miss");
-  if (context.add_manifest_options) context.add_manifest_options(*explain);
-  explain->callback([options, &context] {
-    run_reporting(context, [&] { return run_explain(*options, context); });
-  });
+int run_cache_command(const CacheCommand& command, const CacheCommandContext& context) {
+  switch (command.action) {
+    case CacheAction::ls:
+      return run_ls(command);
+    case CacheAction::verify:
+      return run_verify(command);
+    case CacheAction::gc:
+      return run_gc(command);
+    case CacheAction::clear:
+      return run_clear(command);
+    case CacheAction::explain:
+      return run_explain(command, context);
+  }
+  return kExitFailure;
 }
 
 }  // namespace zerojit::tool

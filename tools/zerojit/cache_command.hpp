@@ -1,13 +1,17 @@
 // `zerojit cache ls | verify | gc | clear | explain`: the disk cache's management commands.
+// The struct is what the command line says (command_line.cpp fills it); nothing in it runs.
 //
 // Exit codes: 0 ok; 2 bad usage or a cache root that cannot be used (refused as writable by
-// others, not a directory, ...); 4 `verify` found bad entries.
+// others, not a directory, ...); 4 `verify` found bad entries; 5 `explain` without NVRTC and
+// without --nvrtc-version.
 #pragma once
 
-#include <CLI/CLI.hpp>
-
+#include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "zerojit/registry.hpp"
 
@@ -15,18 +19,32 @@ namespace zerojit::tool {
 
 inline constexpr int kExitCacheBadEntries = 4;
 
+enum class CacheAction { ls, verify, gc, clear, explain };
+// "cache ls", ...: the command's name in messages and in the JSON envelope.
+std::string_view cache_command_name(CacheAction action);
+
+struct CacheCommand {
+  CacheAction action = CacheAction::ls;
+  std::string cache_dir;
+  std::vector<std::string> layers;
+  bool json = false;
+  bool allow_shared = false;
+  bool set_aside = false;                 // verify
+  std::optional<std::uint64_t> max_size;  // gc
+  std::string arch = "sm_90a";            // explain
+  std::string kernel;
+  std::string key;
+  std::string nvrtc_version;
+  bool misses_only = false;
+};
+
 struct CacheCommandContext {
   // The keys `cache explain` explains: the same manifest that `warmup` compiles.
   std::function<Manifest()> manifest;
-  // Optional: adds the options that select that manifest (model, serving options, ...) to the
-  // `cache explain` command; `manifest` reads them when it is called.
-  std::function<void(CLI::App& explain)> add_manifest_options;
-  // Set by the cache command that ran, to the process's exit code.
-  std::optional<int> exit_code;
 };
 
-// Adds the `cache` subcommand (and its five commands) to `app`. The chosen command runs when
-// app.parse() completes and leaves its exit code in `context`, which must outlive the parse.
-void add_cache_commands(CLI::App& app, CacheCommandContext& context);
+// Runs the command and returns its exit code (0, or 4 when verify found bad entries). Throws
+// ToolError for a usage problem or a root that cannot be used.
+int run_cache_command(const CacheCommand& command, const CacheCommandContext& context);
 
 }  // namespace zerojit::tool

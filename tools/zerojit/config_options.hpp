@@ -1,12 +1,14 @@
-// Options every DSv4 command shares: which model and serving configuration, which devices,
-// which compile cache. They build the same configuration, and so the same warmup manifest,
-// for `warmup`, `keys` and `run`.
+// The DSv4 configuration options `warmup`, `keys` and `run` share: which model and serving
+// configuration. They build the same configuration, and so the same warmup manifest, for all
+// three. config_options.cpp defines the options (parse time only); configuration.cpp builds
+// the configuration and registers its warmup.
 #pragma once
 
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -25,8 +27,9 @@ struct ConfigOptions {
   std::int64_t testing_warmup_max_tokens = 0;
 };
 
-// --model, the serving options, --arch and the hidden testing option.
-void add_config_options(CLI::App& command, ConfigOptions& options);
+// --model, the serving options, --arch and the hidden testing option, on `command` (whose name
+// usage errors point at, e.g. "warmup").
+void add_config_options(CLI::App& app, std::string_view command, ConfigOptions& options);
 
 // The configuration the options name (validated). Throws dsv4::ConfigError naming the option,
 // the preset or the config.json field at fault.
@@ -43,25 +46,5 @@ Manifest checked_manifest(const WarmupRegistry& registry);
 
 // "dsv4-flash (43 layers), block_size=256, kv_cache_dtype=fp8_ds_mla, ..."
 std::string describe_config(const dsv4::Dsv4Config& config);
-
-// --devices all|LIST -> the ordinals (empty: every visible device). Throws ToolError (usage).
-std::vector<int> parse_devices(const std::string& text);
-// The devices to use: parsed and checked against what is visible. Throws ToolError (usage)
-// for a device that does not exist.
-std::vector<int> selected_devices(const std::string& text);
-
-struct CacheSelection {
-  std::string cache_dir;            // the writable root (default: the runtime's default cache)
-  std::vector<std::string> layers;  // read-only layers, e.g. an ahead-of-time pack
-};
-void add_cache_options(CLI::App& command, CacheSelection& selection);
-// Installs the selected disk cache as the runtime's artifact store (nothing to do when no
-// option was given: the runtime already uses the default cache). Throws ToolError (usage)
-// for a malformed cache environment variable.
-void install_cache(const CacheSelection& selection);
-// "disk cache ... (writable)" or "memory only (ZEROJIT_CACHE_DIR=off)".
-std::string describe_cache();
-// Whether compiled artifacts are being kept on disk, and why not when they are not.
-bool cache_is_writable(std::string& reason);
 
 }  // namespace zerojit::tool

@@ -1,14 +1,14 @@
 // `zerojit run`: warm a configuration, arm the monitor, and drive the serving battery through
 // the kernels exactly as the attention layers call them, on each GPU (or, without one,
-// through dispatch alone), proving that serving compiles nothing.
+// through dispatch alone), proving that serving compiles nothing. The struct is what the
+// command line says (command_line.cpp fills it); nothing in it runs.
 #pragma once
-
-#include <CLI/CLI.hpp>
 
 #include <cstdint>
 #include <string>
 
 #include "config_options.hpp"
+#include "setup.hpp"
 
 namespace zerojit::tool {
 
@@ -27,7 +27,6 @@ struct RunCommand {
   int max_num_seqs = 128;
   bool json = false;
 };
-CLI::App* add_run_command(CLI::App& app, RunCommand& command);
 int run_run(const RunCommand& command);
 
 }  // namespace zerojit::tool

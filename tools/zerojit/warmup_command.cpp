@@ -1,13 +1,13 @@
 #include "warmup_command.hpp"
 
 #include <cstdio>
-#include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "dsv4/family.hpp"
 #include "examples/examples.hpp"
 #include "exit_codes.hpp"
+#include "json_output.hpp"
 #include "terminal.hpp"
 #include "zerojit/compiler.hpp"
 #include "zerojit/cuda.hpp"
@@ -55,34 +55,11 @@ std::string join_devices(const std::vector<int>& devices) {
 
 }  // namespace
 
-CLI::App* add_warmup_command(CLI::App& app, WarmupCommand& command) {
-  CLI::App* sub = app.add_subcommand(
-      "warmup",
-      "Compile every kernel specialization a configuration can reach (the manifest), and load "
-      "it on each GPU");
-  add_config_options(*sub, command.config);
-  add_cache_options(*sub, command.cache);
-  sub->add_option("--devices", command.devices, "GPUs to load on: all, or a list such as 0,1")
-      ->capture_default_str();
-  sub->add_option("--jobs", command.jobs, "Parallel compiles (0: one per core)")
-      ->check(CLI::NonNegativeNumber);
-  sub->add_flag("--in-process", command.in_process,
-                "Compile in threads of this process instead of forked worker processes (NVRTC "
-                "scales better across processes)");
-  sub->add_flag("--compile-only", command.compile_only,
-                "Compile (into the cache) and load nothing; with --cache-dir this makes an "
-                "ahead-of-time pack");
-  sub->add_flag("--examples", command.examples,
-                "Warm the built-in example kernels instead of a DSv4 configuration");
-  sub->add_flag("-v,--verbose", command.verbose, "Also list every key with its origin and time");
-  sub->add_flag("--json", command.json, "Machine-readable output");
-  return sub;
-}
-
 int run_warmup(const WarmupCommand& command) {
-  install_cache(command.cache);
   Selection selection;
   select(command.config, command.examples, selection);
+  install_cache(command.cache, "warmup");
+  require_nvrtc();
   const std::string arch = selection.config.serving.target_arch;
   try {
     validate_arch(arch);
@@ -114,8 +91,10 @@ int run_warmup(const WarmupCommand& command) {
 
   std::string not_kept;
   const bool kept = cache_is_writable(not_kept);
-  std::optional<ToolError> failure;
-  if (!report.ok()) {
+  std::optional<ToolError> failure = failing_for_want_of_nvrtc(report);
+  if (failure) {
+    // Said once (the progress lines already named each key).
+  } else if (!report.ok()) {
     failure = ToolError{kExitCompileFailure,
                         std::to_string(report.failed()) + " of " +
                             std::to_string(report.total_keys()) + " keys failed to compile",
@@ -129,7 +108,7 @@ int run_warmup(const WarmupCommand& command) {
                   "ZEROJIT_CACHE_ALLOW_SHARED=1 if the sharing is intended)"};
   }
   for (const KeyReport& key : report.keys) {
-    if (!key.error.empty()) {
+    if (!key.error.empty() && (!failure || failure->exit_code == kExitCompileFailure)) {
       std::fprintf(stderr, "%s %s [%s] for %s:\n  %s\n",
                    Style::for_stream(stderr).red("compile failed:").c_str(), key.kernel.c_str(),
                    key.key.c_str(), key.arch.c_str(), first_lines(key.error, 30).c_str());
@@ -137,19 +116,14 @@ int run_warmup(const WarmupCommand& command) {
   }
 
   if (command.json) {
-    json document = json::parse(report.to_json());
-    document["ok"] = !failure.has_value();
-    document["exit_code"] = failure ? failure->exit_code : kExitOk;
-    if (failure) {
-      document["error"] = failure->message;
-      document["hint"] = failure->hint;
-      print_error(failure->message, failure->hint);
-    }
-    document["configuration"] = command.examples ? json(nullptr) : json(selection.config);
-    document["cache"] = describe_cache();
-    document["cache_writable"] = kept;
-    document["compile_only"] = command.compile_only;
-    std::cout << document.dump() << "\n";
+    json result = parse_library_json(report.to_json());
+    result["configuration"] = command.examples ? json(nullptr) : json(selection.config);
+    result["cache"] = describe_cache();
+    result["cache_writable"] = kept;
+    result["compile_only"] = command.compile_only;
+    if (failure) print_error(failure->message, failure->hint);
+    print_json(failure ? failure_document("warmup", *failure, std::move(result))
+                       : success_document("warmup", std::move(result)));
     return failure ? failure->exit_code : kExitOk;
   }
   Table table({{"kernel"},
@@ -211,15 +185,6 @@ int run_warmup(const WarmupCommand& command) {
   return kExitOk;
 }
 
-CLI::App* add_keys_command(CLI::App& app, KeysCommand& command) {
-  CLI::App* sub = app.add_subcommand(
-      "keys", "Print the warmup manifest of a configuration: one line per (kernel, key)");
-  add_config_options(*sub, command.config);
-  sub->add_flag("--examples", command.examples, "The built-in example kernels instead");
-  sub->add_flag("--json", command.json, "Machine-readable output");
-  return sub;
-}
-
 int run_keys(const KeysCommand& command) {
   Selection selection;
   select(command.config, command.examples, selection);
@@ -233,22 +198,20 @@ int run_keys(const KeysCommand& command) {
     json keys = json::array();
     for (const ManifestEntry& entry : manifest.entries) {
       keys.push_back({{"kernel", entry.kernel->name()},
-                      {"key", json::parse(entry.key_json)},
+                      {"key", parse_library_json(entry.key_json)},
                       {"text", entry.key_text}});
     }
     json dead = json::array();
     for (const auto& axis : manifest.dead_axes) {
       dead.push_back({{"kernel", axis.kernel}, {"registration", axis.tag}, {"axis", axis.axis}});
     }
-    json document = {{"ok", true},
-                     {"exit_code", kExitOk},
-                     {"configuration", command.examples ? json(nullptr) : json(selection.config)},
-                     {"arch", selection.config.serving.target_arch},
-                     {"count", manifest.size()},
-                     {"kernels", kernels},
-                     {"keys", keys},
-                     {"dead_axes", dead}};
-    std::cout << document.dump() << "\n";
+    print_json(success_document(
+        "keys", {{"configuration", command.examples ? json(nullptr) : json(selection.config)},
+                 {"arch", selection.config.serving.target_arch},
+                 {"count", manifest.size()},
+                 {"kernels", kernels},
+                 {"keys", keys},
+                 {"dead_axes", dead}}));
     return kExitOk;
   }
   const Style out = Style::for_stream(stdout);

@@ -1,11 +1,11 @@
 // `zerojit warmup` (compile and load a configuration's manifest) and `zerojit keys` (print it).
+// The structs are what the command line says (command_line.cpp fills them); nothing in them runs.
 #pragma once
-
-#include <CLI/CLI.hpp>
 
 #include <string>
 
 #include "config_options.hpp"
+#include "setup.hpp"
 
 namespace zerojit::tool {
 
@@ -20,7 +20,6 @@ struct WarmupCommand {
   bool verbose = false;
   bool json = false;
 };
-CLI::App* add_warmup_command(CLI::App& app, WarmupCommand& command);
 int run_warmup(const WarmupCommand& command);
 
 struct KeysCommand {
@@ -28,7 +27,6 @@ struct KeysCommand {
   bool examples = false;
   bool json = false;
 };
-CLI::App* add_keys_command(CLI::App& app, KeysCommand& command);
 int run_keys(const KeysCommand& command);
 
 }  // namespace zerojit::tool

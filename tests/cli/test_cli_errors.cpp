@@ -1,0 +1,159 @@
+// How the tool fails: every usage error names the option (or command) at fault, says what is
+// wrong in words and what to do, exits 2 and, with --json, prints one JSON failure document on
+// standard output, whatever bytes the arguments hold. Spawned as a user runs it.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tool_runner.hpp"
+
+namespace {
+
+using nlohmann::json;
+using zerojit::testing::describe;
+using zerojit::testing::Result;
+using zerojit::testing::TempDir;
+
+using ZerojitToolErrors = zerojit::testing::ToolTest;
+
+struct UsageCase {
+  std::vector<std::string> arguments;
+  std::string command;   // the envelope's "command"
+  std::string expected;  // in the message
+};
+
+// The failure document of a run: schema 1, the command, not ok, the exit code in both places,
+// a message and a hint.
+json failure_of(const Result& r, const std::string& command, int code) {
+  const json document = json::parse(r.out);  // throws on anything but one valid document
+  EXPECT_EQ(document.at("schema"), 1) << r.out;
+  EXPECT_EQ(document.at("command"), command) << r.out;
+  EXPECT_FALSE(document.at("ok").get<bool>()) << r.out;
+  EXPECT_EQ(document.at("exit_code"), code) << r.out;
+  EXPECT_EQ(document.at("error").at("code"), code) << r.out;
+  EXPECT_FALSE(document.at("error").at("message").get<std::string>().empty()) << r.out;
+  EXPECT_FALSE(document.at("error").at("hint").get<std::string>().empty()) << r.out;
+  return document.at("error");
+}
+
+TEST_F(ZerojitToolErrors, EveryUsageErrorNamesTheProblemAndWhatToDoAlsoAsJson) {
+  const std::vector<UsageCase> cases = {
+      {{"keys", "--block-size"}, "keys", "--block-size needs a value"},
+      {{"warmup", "--jobs", "-1"}, "warmup", "--jobs takes a whole number from 0 to 1,024"},
+      {{"warmup", "--jobs", "1025"}, "warmup", "--jobs"},
+      {{"run", "--steps", "99999999999999999999"}, "run", "--steps takes a whole number"},
+      {{"run", "--steps", "0"}, "run", "from 1 to 100,000,000"},
+      {{"run", "--steps", "12abc"}, "run", "--steps"},
+      {{"run", "--seed", "-1"}, "run", "--seed takes a whole number from 0 to"},
+      {{"run", "--seed", "18446744073709551616"}, "run", "--seed"},
+      {{"run", "--testing-warmup-max-tokens", "0"}, "run", "--testing-warmup-max-tokens"},
+      {{"run", "--layers", "65"}, "run", "--layers"},
+      {{"run", "--max-num-seqs", "0"}, "run", "--max-num-seqs"},
+      {{"run", "--max-model-len", "-5"}, "run", "--max-model-len"},
+      {{"run", "--monitor", "sometimes"}, "run", "--monitor takes off, warn or error"},
+      {{"run", "--steps", "5", "--steps", "6"}, "run", "--steps is given more than once"},
+      {{"keys", "--arch", "sm_-90"}, "keys", "--arch"},
+      {{"keys", "--arch", "sm_9"}, "keys", "target_arch"},
+      {{"warmup", "--devices", "0,0"}, "warmup", "--devices names device 0 twice"},
+      {{"warmup", "--devices", "-1"}, "warmup", "--devices"},
+      {{"warmup", "--cache-dir", ""}, "warmup", "--cache-dir needs a DIR"},
+      {{"warmup", "--in-process=maybe"}, "warmup", "--in-process is a flag"},
+      {{"cache", "ls", "--cache-dir", "--layer", "x"}, "cache ls", "--cache-dir needs a value"},
+      {{"warmup", "--no-such-option"}, "warmup", "unknown option --no-such-option"},
+      {{"keys", "extra"}, "keys", "unexpected argument \"extra\""},
+      {{"keys", "--kv-cache-dtype", "fp9"}, "keys", "kv_cache_dtype"},
+      {{"cache", "gc", "--max-size", "17179869184G"}, "cache gc", "--max-size"},
+      {{"cache", "gc", "--max-size", "lots"}, "cache gc", "--max-size"},
+      {{"cache", "explain", "--arch", "sm_x"}, "cache explain", "--arch"},
+      {{"cache", "ls", "--cache-dir"}, "cache ls", "--cache-dir needs a value"},
+      {{"cache"}, "cache", "needs a command"},
+      {{"warmpu"}, "zerojit", "unknown command \"warmpu\""},
+      {{"cache", "lss"}, "cache", "unknown cache command \"lss\""},
+      {{}, "zerojit", "no command given"},
+  };
+  for (const UsageCase& c : cases) {
+    std::string line;
+    for (const std::string& argument : c.arguments) line += " " + argument;
+    const Result r = run(c.arguments);
+    EXPECT_EQ(r.exit_code, 2) << line << "\n" << describe(r);
+    EXPECT_NE(r.err.find("zerojit: error: "), std::string::npos) << line << "\n" << describe(r);
+    EXPECT_NE(r.err.find(c.expected), std::string::npos) << line << "\n" << describe(r);
+    EXPECT_NE(r.err.find("what to do: "), std::string::npos) << line << "\n" << describe(r);
+    EXPECT_TRUE(r.out.empty()) << line << "\n" << describe(r);
+
+    std::vector<std::string> with_json = c.arguments;
+    with_json.push_back("--json");
+    const Result j = run(with_json);
+    EXPECT_EQ(j.exit_code, 2) << line << " --json\n" << describe(j);
+    const json error = failure_of(j, c.command, 2);
+    EXPECT_NE(error.at("message").get<std::string>().find(c.expected), std::string::npos)
+        << line << " --json\n"
+        << j.out;
+  }
+}
+
+TEST_F(ZerojitToolErrors, MistypedCommandsAndOptionsGetASuggestion) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"warmpu"}, "did you mean `zerojit warmup`?"},
+      {{"kyes", "--json"}, "did you mean `zerojit keys`?"},
+      {{"cache", "lss"}, "did you mean `zerojit cache ls`?"},
+      {{"cache", "verfy"}, "did you mean `zerojit cache verify`?"},
+      {{"warmup", "--job", "3"}, "did you mean --jobs?"},
+      {{"run", "--dispatch-onyl"}, "did you mean --dispatch-only?"},
+      {{"run", "--monitor", "erorr"}, "did you mean --monitor error?"},
+      {{"--verison"}, "did you mean --version?"},
+  };
+  for (const auto& [arguments, suggestion] : cases) {
+    const Result r = run(arguments);
+    EXPECT_EQ(r.exit_code, 2) << arguments[0] << "\n" << describe(r);
+    EXPECT_NE(r.err.find(suggestion), std::string::npos) << arguments[0] << "\n" << describe(r);
+  }
+  // Something far from every command gets the list instead of a guess.
+  const Result far = run({"frobnicate"});
+  EXPECT_EQ(far.exit_code, 2) << describe(far);
+  EXPECT_EQ(far.err.find("did you mean"), std::string::npos) << describe(far);
+  EXPECT_NE(far.err.find("warmup, keys, run and cache"), std::string::npos) << describe(far);
+}
+
+// An option holding bytes that are not UTF-8, a config.json holding them, and a cache root
+// whose path holds them: the JSON printed stays valid (nlohmann's parser rejects invalid
+// UTF-8, so parsing it is the proof), with U+FFFD where the bad bytes were.
+TEST_F(ZerojitToolErrors, JsonIsValidWhateverBytesTheInputsHold) {
+  const std::string replacement = "\xEF\xBF\xBD";
+  const Result arch = run({"keys", "--arch", "sm_9\xff", "--json"});
+  EXPECT_EQ(arch.exit_code, 2) << describe(arch);
+  const json error = failure_of(arch, "keys", 2);
+  EXPECT_NE(error.at("message").get<std::string>().find("sm_9" + replacement), std::string::npos)
+      << arch.out;
+
+  TempDir scratch;
+  const std::string config = (scratch.path() / "c.json").string();
+  {
+    std::FILE* file = std::fopen(config.c_str(), "wb");
+    ASSERT_NE(file, nullptr);
+    std::fputs("{\"head_dim\": 512, \"x\": \"\xe9\"}", file);
+    std::fclose(file);
+  }
+  const Result model = run({"keys", "--json", "--model", config});
+  EXPECT_EQ(model.exit_code, 2) << describe(model);
+  failure_of(model, "keys", 2);
+
+  const std::string root = (scratch.path() / "cache-\xe9\xff-root").string();
+  const Result warm =
+      run({"warmup", "--examples", "--compile-only", "--cache-dir", root, "--json"});
+  ASSERT_EQ(warm.exit_code, 0) << describe(warm);
+  const json warmed = zerojit::testing::result_of(warm, "warmup");
+  EXPECT_EQ(warmed.at("totals").at("keys"), 5);
+  EXPECT_TRUE(warmed.at("cache_writable").get<bool>());
+  EXPECT_NE(warmed.at("cache").get<std::string>().find("cache-" + replacement), std::string::npos);
+
+  const Result listed = run({"cache", "ls", "--cache-dir", root, "--json"});
+  ASSERT_EQ(listed.exit_code, 0) << describe(listed);
+  const json entries = zerojit::testing::result_of(listed, "cache ls").at("entries");
+  ASSERT_EQ(entries.size(), 5u);
+  EXPECT_NE(entries[0].at("layer").get<std::string>().find(replacement), std::string::npos);
+}
+
+}  // namespace

@@ -1,0 +1,89 @@
+// The values options take, each with a documented domain: whole numbers within a range, byte
+// sizes, one of a few words, device lists, architecture names, non-empty paths. A value outside
+// its domain is a ToolError (exit 2) that names the option, says what is wrong in words and
+// what is allowed, and points at the command's --help. Nothing here compiles, touches the disk
+// or asks the driver, so the whole command line can be checked (and fuzzed) before anything runs.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "exit_codes.hpp"
+
+namespace zerojit::tool {
+
+// CLI11 hands an option the next word as its value even when that word is an option
+// (`--cache-dir --json` would name a directory "--json"); every value option refuses a value
+// that starts with "--" through this. A path that starts so can be given as ./--name.
+void refuse_option_as_value(std::string_view command, const std::string& option,
+                            const std::string& value);
+
+// "see `zerojit warmup --help`": the what-to-do of every usage error of `command`.
+std::string see_help(std::string_view command);
+
+// A usage error of `option`: message as given, hint = `hint` then the command's --help.
+ToolError option_error(std::string_view command, std::string message, std::string_view hint = {});
+
+// A whole number in decimal digits only (no sign for a domain that starts at 0 or above, no
+// spaces, no hex), within [minimum, maximum].
+std::optional<std::int64_t> parse_whole_number(std::string_view text, std::int64_t minimum,
+                                               std::int64_t maximum);
+std::optional<std::uint64_t> parse_unsigned_number(std::string_view text, std::uint64_t maximum);
+
+// "1,048,576"
+std::string number_text(std::uint64_t value);
+
+// Adds `--name N`, parsed into `target` when the command line is parsed; a value outside
+// [minimum, maximum] (or not a number, or overflowing) is a usage error naming the option.
+CLI::Option* add_whole_number_option(CLI::App& app, std::string_view command,
+                                     const std::string& name, std::int64_t& target,
+                                     std::int64_t minimum, std::int64_t maximum,
+                                     const std::string& help);
+CLI::Option* add_whole_number_option(CLI::App& app, std::string_view command,
+                                     const std::string& name, int& target, int minimum, int maximum,
+                                     const std::string& help);
+CLI::Option* add_unsigned_option(CLI::App& app, std::string_view command, const std::string& name,
+                                 std::uint64_t& target, const std::string& help);
+
+// A byte count: digits with an optional K, M, G or T suffix (powers of 1024, any case, also
+// KiB, MiB, GiB, TiB), at most 2^53 bytes (8 PiB), as ZEROJIT_CACHE_MAX_BYTES takes it. The
+// parser lives here alone so that it can be swapped for the library's when that has one.
+std::optional<std::uint64_t> parse_byte_size(std::string_view text);
+inline constexpr std::uint64_t kMaxByteSize = std::uint64_t{1} << 53;
+CLI::Option* add_size_option(CLI::App& app, std::string_view command, const std::string& name,
+                             std::optional<std::uint64_t>& target, const std::string& help);
+
+// One of `choices` (exactly as written).
+CLI::Option* add_choice_option(CLI::App& app, std::string_view command, const std::string& name,
+                               std::string& target, std::vector<std::string> choices,
+                               const std::string& help);
+
+// A non-empty text (a path, a name); `type` is what --help calls it (DIR, PATH, NAME).
+CLI::Option* add_text_option(CLI::App& app, std::string_view command, const std::string& name,
+                             std::string& target, const std::string& type, const std::string& help);
+CLI::Option* add_text_list_option(CLI::App& app, std::string_view command, const std::string& name,
+                                  std::vector<std::string>& target, const std::string& type,
+                                  const std::string& help);
+
+// --devices all|LIST: "all" (or empty) -> {}, else distinct ordinals such as 0,1. Throws
+// ToolError (usage) naming --devices.
+std::vector<int> parse_devices(const std::string& text);
+CLI::Option* add_devices_option(CLI::App& app, std::string_view command, std::string& target,
+                                const std::string& help);
+
+// A target architecture as the compiler accepts it (sm_90a, sm_100a, sm_89): checked with the
+// compiler's own rule, so what is accepted here compiles. `what` names it in the message.
+void check_arch(std::string_view command, const std::string& option, const std::string& arch,
+                std::string_view what = "a target architecture");
+
+// The candidate nearest to `word` (edit distance at most 2, or a prefix), for "did you mean".
+std::optional<std::string> nearest(std::string_view word,
+                                   const std::vector<std::string>& candidates);
+
+}  // namespace zerojit::tool

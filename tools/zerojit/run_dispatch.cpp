@@ -1,0 +1,184 @@
+// `zerojit run` without launches: the battery through dispatch alone, each call planned by its
+// kernel and each key checked against the warmup manifest.
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include "exit_codes.hpp"
+#include "json_output.hpp"
+#include "run_support.hpp"
+#include "terminal.hpp"
+
+namespace zerojit::tool {
+namespace {
+
+using nlohmann::json;
+
+struct DispatchKernelStats {
+  std::uint64_t launches = 0;
+  std::map<std::string, std::uint64_t> keys;  // key -> launches
+};
+
+}  // namespace
+
+int run_dispatch_only(const RunCommand& command, const dsv4::Dsv4Config& config,
+                      const dsv4::AttentionKernels& kernels, const dsv4::BatteryOptions& battery,
+                      const Manifest& manifest, MonitorMode mode, const std::string& why) {
+  std::set<std::pair<std::string, std::string>> warmed;
+  std::vector<std::string> order;
+  for (const ManifestEntry& entry : manifest.entries) {
+    warmed.emplace(entry.kernel->name(), entry.key_text);
+    if (order.empty() || order.back() != entry.kernel->name())
+      order.push_back(entry.kernel->name());
+  }
+  std::map<std::string, DispatchKernelStats> stats;
+  struct Miss {
+    std::string kernel, key, descriptors, step;
+    std::uint64_t count = 0;
+  };
+  std::vector<Miss> misses;
+  StepTotals totals;
+  const auto start = RunClock::now();
+  dsv4::StepGenerator generator(config, battery);
+  const auto memory = dsv4::make_virtual_battery_memory(0);
+  dsv4::BatteryWorkspace workspace(kernels, battery, *memory);
+  for (std::int64_t i = 0; i < command.steps; ++i) {
+    const dsv4::ServingStep step = generator.next();
+    totals.add(step);
+    for (const dsv4::AttentionCall& call : workspace.calls(step)) {
+      std::vector<dsv4::PlannedLaunch> launches;
+      try {
+        launches = dsv4::plan_call(kernels, call);
+      } catch (const std::exception& error) {
+        throw ToolError{kExitFailure,
+                        "the battery made a " + std::string(call.kind) +
+                            " call that the kernel rejects, at " + step.summary() + ": " +
+                            error.what(),
+                        "this is a bug in the battery (kernels/dsv4/battery.cpp) or in the "
+                        "kernel's argument checks; report it with this command line"};
+      }
+      for (const dsv4::PlannedLaunch& launch : launches) {
+        const std::string& name = launch.kernel->name();
+        if (!stats.count(name) && std::find(order.begin(), order.end(), name) == order.end()) {
+          order.push_back(name);
+        }
+        DispatchKernelStats& s = stats[name];
+        ++s.launches;
+        ++s.keys[launch.key];
+        if (warmed.count({name, launch.key})) continue;
+        auto it = std::find_if(misses.begin(), misses.end(), [&](const Miss& m) {
+          return m.kernel == name && m.key == launch.key;
+        });
+        if (it == misses.end()) {
+          misses.push_back({name, launch.key, launch.descriptors, step.summary(), 0});
+          it = std::prev(misses.end());
+          if (mode == MonitorMode::error) {
+            throw ToolError{kExitRuntimeJit,
+                            "runtime JIT: kernel " + name + " [" + launch.key +
+                                "] is not in the warmup manifest (dispatch only, monitor in "
+                                "error mode)\n  runtime descriptors: " +
+                                launch.descriptors + "\n  first met at " + step.summary(),
+                            runtime_jit_hint(name, command),
+                            jit_details(name, launch.key, launch.descriptors, step.summary(), -1)};
+          }
+          if (mode == MonitorMode::warn) {
+            print_warning("runtime JIT: kernel " + name + " [" + launch.key +
+                          "] is not in the warmup manifest\n  runtime descriptors: " +
+                          launch.descriptors + "\n  first met at " + step.summary());
+          }
+        }
+        ++it->count;
+      }
+    }
+  }
+  const double seconds = seconds_since(start);
+
+  std::vector<std::string> unmet;
+  for (const ManifestEntry& entry : manifest.entries) {
+    const auto s = stats.find(entry.kernel->name());
+    if (s == stats.end() || !s->second.keys.count(entry.key_text)) {
+      unmet.push_back(entry.kernel->name() + " " + entry.key_text);
+    }
+  }
+  std::size_t keys_met = 0;
+  for (const auto& [name, s] : stats) keys_met += s.keys.size();
+
+  if (command.json) {
+    json kernels_json = json::array();
+    for (const std::string& name : order) {
+      const auto s = stats.find(name);
+      if (s == stats.end()) continue;
+      json keys = json::array();
+      for (const auto& [key, launches] : s->second.keys) {
+        keys.push_back(
+            {{"key", key}, {"launches", launches}, {"in_manifest", warmed.count({name, key}) > 0}});
+      }
+      kernels_json.push_back({{"kernel", name}, {"launches", s->second.launches}, {"keys", keys}});
+    }
+    json misses_json = json::array();
+    for (const Miss& m : misses) {
+      misses_json.push_back({{"kernel", m.kernel},
+                             {"key", m.key},
+                             {"descriptors", m.descriptors},
+                             {"first_step", m.step},
+                             {"launches", m.count}});
+    }
+    print_json(success_document("run", {{"mode", "dispatch-only"},
+                                        {"reason", why},
+                                        {"monitor", std::string(to_string(mode))},
+                                        {"configuration", config},
+                                        {"battery", totals.to_json()},
+                                        {"seconds", seconds},
+                                        {"manifest_keys", manifest.size()},
+                                        {"keys_met", keys_met},
+                                        {"kernels", kernels_json},
+                                        {"runtime_jit", misses_json},
+                                        {"manifest_keys_not_met", unmet}}));
+    return kExitOk;
+  }
+  const Style out = Style::for_stream(stdout);
+  Table table({{"kernel"},
+               {"launches", Table::Align::right},
+               {"keys met", Table::Align::right},
+               {"not in manifest", Table::Align::right}});
+  std::uint64_t launches_total = 0;
+  for (const std::string& name : order) {
+    const auto s = stats.find(name);
+    if (s == stats.end()) continue;
+    std::size_t missing = 0;
+    for (const auto& [key, count] : s->second.keys) missing += warmed.count({name, key}) ? 0 : 1;
+    launches_total += s->second.launches;
+    table.add_row({name, with_separators(static_cast<long long>(s->second.launches)),
+                   std::to_string(s->second.keys.size()),
+                   missing ? out.red(std::to_string(missing)) : "0"});
+  }
+  table.add_footer({"total", with_separators(static_cast<long long>(launches_total)),
+                    std::to_string(keys_met),
+                    misses.empty() ? "0" : out.red(std::to_string(misses.size()))});
+  std::printf("\n");
+  table.print(stdout, out);
+  std::printf("\n%s steps, %s tokens (largest step %lld) through dispatch in %.2f s\n",
+              with_separators(totals.steps).c_str(), with_separators(totals.tokens).c_str(),
+              static_cast<long long>(totals.largest), seconds);
+  if (!unmet.empty()) {
+    std::printf("%s %zu manifest key(s) never met (compiled but not reached by this battery):\n",
+                out.yellow("note:").c_str(), unmet.size());
+    for (const auto& line : unmet) std::printf("  %s\n", line.c_str());
+  }
+  if (misses.empty()) {
+    std::printf("%s every key met (%zu) is in the warmup manifest (%zu keys)\n",
+                out.green("ok:").c_str(), keys_met, manifest.size());
+  } else {
+    std::printf("%s %zu key(s) met are not in the manifest (monitor %s: not failing)\n",
+                out.yellow("runtime JIT:").c_str(), misses.size(),
+                std::string(to_string(mode)).c_str());
+    for (const Miss& m : misses) {
+      std::printf("  %s [%s]: %llu launches, first at %s\n", m.kernel.c_str(), m.key.c_str(),
+                  static_cast<unsigned long long>(m.count), m.step.c_str());
+    }
+  }
+  return kExitOk;
+}
+
+}  // namespace zerojit::tool

@@ -1,0 +1,161 @@
+#include "setup.hpp"
+
+#include <cstdio>
+#include <memory>
+
+#include "option_values.hpp"
+#include "zerojit/compiler.hpp"
+#include "zerojit/cuda.hpp"
+#include "zerojit/disk_cache.hpp"
+#include "zerojit/runtime.hpp"
+
+namespace zerojit::tool {
+namespace {
+
+constexpr std::string_view kCachePrefix = "zerojit cache: ";
+
+// The disk cache says that it refused a root or layer only in words (its state is then
+// "unusable" or the layer is left out, as for any other trouble), so a refusal is known by its
+// wording; the CLI tests pin both the wording and the exit code, so the two cannot drift apart
+// unnoticed.
+bool is_refusal(std::string_view warning) {
+  if (warning.starts_with(kCachePrefix)) warning.remove_prefix(kCachePrefix.size());
+  return warning.starts_with("refusing cache root ") ||
+         warning.starts_with("refusing read-only layer ");
+}
+
+}  // namespace
+
+void install_cache(const CacheSelection& selection, std::string_view command) {
+  DiskCacheOptions options;
+  try {
+    options = default_disk_cache_options();
+  } catch (const Error& error) {
+    throw ToolError{kExitUsage, error.what(),
+                    "fix or unset the environment variable it names (docs/CACHE.md lists them)"};
+  }
+  const bool disabled = !default_cache_root();  // ZEROJIT_CACHE_DIR=off
+  if (disabled && selection.cache_dir.empty() && selection.layers.empty()) {
+    Runtime::instance().set_artifact_store(nullptr);
+    return;
+  }
+  if (!selection.cache_dir.empty()) options.root = selection.cache_dir;
+  for (const std::string& layer : selection.layers) options.read_only_layers.emplace_back(layer);
+  options.allow_shared_root = options.allow_shared_root || selection.allow_shared;
+  // Warnings met while opening are held: a refusal becomes the error itself, said once.
+  struct Held {
+    std::vector<std::string> lines;
+    bool holding = true;
+  };
+  auto held = std::make_shared<Held>();
+  options.warning_sink = [held](std::string_view line) {
+    if (held->holding) {
+      held->lines.emplace_back(line);
+    } else {
+      std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
+    }
+  };
+  auto cache = std::make_shared<DiskCache>(std::move(options));
+  cache->state();  // opens the root and the layers now
+  held->holding = false;
+  std::string refusals;
+  for (const std::string& line : held->lines) {
+    if (!is_refusal(line)) continue;
+    std::string_view text = line;
+    if (text.starts_with(kCachePrefix)) text.remove_prefix(kCachePrefix.size());
+    // Not so here: the tool refuses to run without the cache it was given.
+    constexpr std::string_view kMemoryOnly = "; compiled kernels are kept in memory only";
+    if (text.ends_with(kMemoryOnly)) text.remove_suffix(kMemoryOnly.size());
+    refusals += (refusals.empty() ? "" : "\n  ") + std::string(text);
+  }
+  if (!refusals.empty()) {
+    throw ToolError{kExitUsage, refusals,
+                    "use a directory only you can write (chmod go-w DIR), or, if everyone who "
+                    "can write it is trusted, pass --allow-shared (or set "
+                    "ZEROJIT_CACHE_ALLOW_SHARED=1); " +
+                        see_help(command)};
+  }
+  for (const std::string& line : held->lines) std::fprintf(stderr, "%s\n", line.c_str());
+  Runtime::instance().set_artifact_store(std::move(cache));
+}
+
+std::string describe_cache() {
+  const std::shared_ptr<ArtifactStore> store = Runtime::instance().artifact_store();
+  if (!store) return "memory only (ZEROJIT_CACHE_DIR=off)";
+  return store->describe();
+}
+
+bool cache_is_writable(std::string& reason) {
+  const std::shared_ptr<ArtifactStore> store = Runtime::instance().artifact_store();
+  if (!store) {
+    reason = "the disk cache is off (ZEROJIT_CACHE_DIR=off)";
+    return false;
+  }
+  auto* disk = dynamic_cast<DiskCache*>(store.get());
+  if (disk == nullptr) return true;
+  if (disk->state() == CacheRootState::writable) return true;
+  reason = disk->state_reason();
+  if (reason.empty()) reason = "its root is " + std::string(to_string(disk->state()));
+  return false;
+}
+
+bool cache_has_layers() {
+  const std::shared_ptr<ArtifactStore> store = Runtime::instance().artifact_store();
+  auto* disk = dynamic_cast<DiskCache*>(store.get());
+  return disk != nullptr && !disk->options().read_only_layers.empty();
+}
+
+std::vector<int> selected_devices(const std::string& text) {
+  std::vector<int> devices = parse_devices(text);
+  if (devices.empty()) return devices;
+  const int count = cuda::device_count();
+  for (int device : devices) {
+    if (device >= count) {
+      const std::string why =
+          count == 0 ? (cuda::driver_available() ? std::string("the driver reports no device")
+                                                 : cuda::driver_unavailable_reason())
+                     : std::to_string(count) + " visible";
+      throw ToolError{kExitUsage,
+                      "device " + std::to_string(device) + " does not exist (" + why + ")",
+                      count == 0 ? "drop --devices to compile without a GPU, or run on a GPU host"
+                                 : "pick devices below " + std::to_string(count) +
+                                       " (CUDA_VISIBLE_DEVICES renumbers them)"};
+    }
+  }
+  return devices;
+}
+
+namespace {
+
+ToolError nvrtc_missing(const std::string& reason, const std::string& consequence) {
+  return ToolError{kExitFailure, "NVRTC is not available, so " + consequence + ": " + reason,
+                   "install the CUDA toolkit's NVRTC (found through ZEROJIT_NVRTC_LIBRARY, "
+                   "CUDA_HOME or /usr/local/cuda; `zerojit --version` says what was found), or "
+                   "mount an ahead-of-time pack built with this NVRTC (--layer DIR)"};
+}
+
+}  // namespace
+
+void require_nvrtc() {
+  if (cache_has_layers()) return;
+  try {
+    // Through the runtime: its answer comes from the cache's memo when it can, without
+    // loading NVRTC.
+    Runtime::instance().nvrtc_version();
+  } catch (const UnavailableError& error) {
+    throw nvrtc_missing(error.what(), "no kernel can be compiled or found in the cache");
+  }
+}
+
+std::optional<ToolError> failing_for_want_of_nvrtc(const WarmupReport& report) {
+  if (report.ok() || nvrtc_available()) return std::nullopt;
+  const std::string reason = nvrtc_unavailable_reason();
+  for (const KeyReport& key : report.keys) {
+    if (!key.error.empty() && key.error.find(reason) == std::string::npos) return std::nullopt;
+  }
+  return nvrtc_missing(reason, std::to_string(report.failed()) + " of " +
+                                   std::to_string(report.total_keys()) +
+                                   " keys that are not in the cache could not be compiled");
+}
+
+}  // namespace zerojit::tool
