@@ -71,7 +71,7 @@
 #include "dsv4/dequant_gather/reference.hpp"
 #include "dsv4/indexer_q/indexer_q.hpp"
 #include "dsv4/indexer_q/reference.hpp"
-#include "support/dsv4_inputs.hpp"
+#include "dsv4/support/inputs.hpp"
 #include "zerojit/zerojit.hpp"
 
 namespace {

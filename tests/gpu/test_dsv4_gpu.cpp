@@ -40,7 +40,7 @@
 #include "dsv4/dequant_gather/reference.hpp"
 #include "dsv4/family.hpp"
 #include "dsv4/indexer_q/reference.hpp"
-#include "support/dsv4_inputs.hpp"
+#include "dsv4/support/inputs.hpp"
 #include "support/gpu.hpp"
 #include "zerojit/zerojit.hpp"
 
