@@ -5,6 +5,9 @@
 //   bench/zerojit_bench_dispatch --benchmark_repetitions=5 --benchmark_report_aggregates_only
 #include <benchmark/benchmark.h>
 
+#include <stdexcept>
+#include <vector>
+
 #include "dsv4/family.hpp"
 #include "support/null_backend.hpp"
 
@@ -35,12 +38,18 @@ void run_dispatch(benchmark::State& state, Kernel& kernel,
   }
 }
 
-// The first (or only) point of each kernel's default warmup space: a real runtime shape.
+// The first (or only) point of a kernel's warmup space: a real runtime shape. The space is the
+// one its gate gives under the default configuration, changed by `adjust` for the kernels that
+// configuration does not run (MXFP4 indexer, full-row stores, DCP pack).
 template <class Kernel>
-typename Kernel::Descriptors first_point(const WarmupSpace<typename Kernel::Descriptors>& space) {
+typename Kernel::Descriptors first_point(void (*adjust)(Dsv4Config&) = nullptr) {
+  Dsv4Config config = default_config();
+  if (adjust != nullptr) adjust(config);
+  const auto gate = AttentionKernels(config).gate<Kernel>();
+  if (!gate) throw std::logic_error(Kernel::instance().name() + ": the configuration runs none");
   typename Kernel::Descriptors first{};
   bool found = false;
-  space.for_each_point(
+  Kernel::instance().warmup_space(*gate).for_each_point(
       [&](std::size_t, const std::vector<std::size_t>&, const typename Kernel::Descriptors* d) {
         if (d && !found) {
           first = *d;
@@ -50,44 +59,35 @@ typename Kernel::Descriptors first_point(const WarmupSpace<typename Kernel::Desc
   return first;
 }
 
-void BM_IndexerQFp8(benchmark::State& state) {
-  auto& k = IndexerQFp8Kernel::instance();
-  run_dispatch(state, k,
-               first_point<IndexerQFp8Kernel>(k.warmup_space(128, 64, 64, DType::f32, 8192)));
+// Dispatch of `Kernel` on the first point of its warmup space (see first_point).
+template <class Kernel>
+void run_dispatch_of(benchmark::State& state, void (*adjust)(Dsv4Config&) = nullptr) {
+  run_dispatch(state, Kernel::instance(), first_point<Kernel>(adjust));
 }
+
+void mxfp4_indexer(Dsv4Config& config) {
+  config.serving.indexer_dtype = IndexerDtype::mxfp4;
+  config.serving.target_arch = "sm_100a";
+}
+void fp8_e4m3_cache(Dsv4Config& config) { config.serving.kv_cache_dtype = KvCacheDtype::fp8_e4m3; }
+void bf16_cache(Dsv4Config& config) { config.serving.kv_cache_dtype = KvCacheDtype::bf16; }
+void two_dcp_ranks(Dsv4Config& config) { config.serving.dcp_world_size = 2; }
+
+void BM_IndexerQFp8(benchmark::State& state) { run_dispatch_of<IndexerQFp8Kernel>(state); }
 void BM_IndexerQMxFp4(benchmark::State& state) {
-  auto& k = IndexerQMxFp4Kernel::instance();
-  run_dispatch(state, k,
-               first_point<IndexerQMxFp4Kernel>(k.warmup_space(128, 64, 64, DType::f32, 8192)));
+  run_dispatch_of<IndexerQMxFp4Kernel>(state, mxfp4_indexer);
 }
-void BM_DequantGather(benchmark::State& state) {
-  auto& k = DequantGatherKernel::instance();
-  run_dispatch(state, k, first_point<DequantGatherKernel>(k.warmup_space({{256, true}})));
-}
-void BM_C4Store(benchmark::State& state) {
-  auto& k = C4StoreKernel::instance();
-  run_dispatch(state, k, first_point<C4StoreKernel>(k.warmup_space(DType::bf16, 64)));
-}
+void BM_DequantGather(benchmark::State& state) { run_dispatch_of<DequantGatherKernel>(state); }
+void BM_C4Store(benchmark::State& state) { run_dispatch_of<C4StoreKernel>(state); }
 void BM_C4StoreFull(benchmark::State& state) {
-  auto& k = C4StoreFullKernel::instance();
-  run_dispatch(state, k, first_point<C4StoreFullKernel>(k.warmup_space(DType::bf16, true, 64)));
+  run_dispatch_of<C4StoreFullKernel>(state, fp8_e4m3_cache);
 }
-void BM_C128Compress(benchmark::State& state) {
-  auto& k = C128CompressKernel::instance();
-  run_dispatch(state, k, first_point<C128CompressKernel>(k.warmup_space(512)));
-}
-void BM_C128Store(benchmark::State& state) {
-  auto& k = C128StoreKernel::instance();
-  run_dispatch(state, k, first_point<C128StoreKernel>(k.warmup_space(DType::bf16, 2, 1728)));
-}
+void BM_C128Compress(benchmark::State& state) { run_dispatch_of<C128CompressKernel>(state); }
+void BM_C128Store(benchmark::State& state) { run_dispatch_of<C128StoreKernel>(state); }
 void BM_C128StoreFull(benchmark::State& state) {
-  auto& k = C128StoreFullKernel::instance();
-  run_dispatch(state, k, first_point<C128StoreFullKernel>(k.warmup_space(DType::bf16, false, 2)));
+  run_dispatch_of<C128StoreFullKernel>(state, bf16_cache);
 }
-void BM_DcpPack(benchmark::State& state) {
-  auto& k = DcpPackKernel::instance();
-  run_dispatch(state, k, first_point<DcpPackKernel>(k.warmup_space(512, 2, 1)));
-}
+void BM_DcpPack(benchmark::State& state) { run_dispatch_of<DcpPackKernel>(state, two_dcp_ranks); }
 
 BENCHMARK(BM_IndexerQFp8);
 BENCHMARK(BM_IndexerQMxFp4);

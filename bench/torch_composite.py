@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The DSv4 kernels' math as PyTorch eager composites: the second column of the bandwidth
-benchmark (bench/bench_kernels.cpp is the first; bench/plot_bandwidth.py draws both).
+benchmark (bench/kernels/ and bench/dsv4/ are the first; bench/plot_bandwidth.py draws both).
 
 Each composite is a faithful, straightforward eager implementation of one kernel of the spec
 (interleaved RoPE, bf16 rounding, e4m3 codes with power-of-two scales through
@@ -10,7 +10,7 @@ indexing, DCP packing with gather and where). It is not bit-exact with zerojit's
 are checked against the CPU references elsewhere); it computes the same function.
 
 Sizes, shapes, dtypes, metadata distributions and byte formulas are those of
-bench_kernels.cpp (keep the two in step); the inputs are generated here with torch. The timing
+bench/dsv4/*.cpp (keep the two in step); the inputs are generated here with torch. The timing
 method is the same too: warm up, then per repetition a GPU spin (torch.cuda._sleep, no memory
 traffic) that outlasts the host's enqueueing, a start event, one call of the composite, an end
 event; median and minimum of the repetitions; inputs copied up to 16 times and rotated when a
@@ -258,7 +258,7 @@ COMPOSITES = {
 }
 
 
-# --- inputs (the distributions of tests/support/dsv4_inputs.hpp, sizes of bench_kernels.cpp) --
+# --- inputs (the distributions of tests/dsv4/support/inputs.hpp, sizes of bench/dsv4/) --------
 
 class Builder:
     """Seeded random inputs: small metadata on the CPU, bulk values on the device."""

@@ -80,9 +80,16 @@ void check_kv_slot(std::int64_t slot, const TensorRef& cache, const std::string&
   ASSERT_LT(slot / cache.desc.size(1), cache.desc.size(0)) << where;
 }
 
+// The inputs of an indexer-Q call (FP8 or MXFP4: the variants share them), or nullptr.
+const IndexerQInputs* indexer_inputs(const Dsv4Call& args) {
+  if (const auto* fp8 = std::get_if<IndexerQFp8Args>(&args)) return &fp8->inputs;
+  if (const auto* mxfp4 = std::get_if<IndexerQMxFp4Args>(&args)) return &mxfp4->inputs;
+  return nullptr;
+}
+
 void check_call(const HostMemory& memory, const AttentionCall& call, const std::string& where) {
-  if (const auto* indexer = std::get_if<IndexerQCall>(&call.args)) {
-    const IndexerQInputs& in = indexer->inputs;
+  if (const IndexerQInputs* indexer = indexer_inputs(call.args)) {
+    const IndexerQInputs& in = *indexer;
     for (const TensorRef* ref : {&in.positions, &in.q, &in.cos_sin_cache, &in.weights}) {
       ASSERT_TRUE(memory.covers(*ref)) << where << ": " << to_string(ref->desc);
     }
@@ -188,9 +195,8 @@ void check_battery(Dsv4Config config, const std::string& name) {
     ASSERT_GE(step.num_tokens(), 1);
     ASSERT_LE(step.num_tokens(), 1024);
     for (const AttentionCall& call : workspace.calls(step)) {
-      const std::string where = name + ", " + step.summary() + ", " +
-                                std::string(to_string(call.kind)) + " of a " +
-                                std::string(to_string(call.layer)) + " layer";
+      const std::string where = name + ", " + step.summary() + ", " + std::string(call.kind) +
+                                " of a " + std::string(to_string(call.layer)) + " layer";
       ASSERT_NO_THROW(plan_call(kernels, call)) << where;
       check_call(memory, call, where);
       if (::testing::Test::HasFatalFailure()) return;

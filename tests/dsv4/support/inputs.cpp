@@ -1,4 +1,4 @@
-#include "support/dsv4_inputs.hpp"
+#include "dsv4/support/inputs.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,7 +1,7 @@
 // The fp8_ds_mla block exponent without a division (ds_mla_scale_exponent in
-// kernels/dsv4/compressor_common.cuh) against the spec's formula with the IEEE division, for
-// every non-negative bf16 amax, infinity and NaN included. The host function below is the
-// device code's arithmetic; the GPU tests hold the kernels' scale bytes to the reference.
+// kernels/dsv4/compressor/compressor_common.cuh) against the spec's formula with the IEEE
+// division, for every non-negative bf16 amax, infinity and NaN included. The host function below
+// is the device code's arithmetic; the GPU tests hold the kernels' scale bytes to the reference.
 #include <gtest/gtest.h>
 
 #include <bit>

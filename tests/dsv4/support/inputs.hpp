@@ -1,5 +1,7 @@
 // Random inputs for the DSv4 kernels, built on the host: the GPU tests upload them, run a kernel
-// and compare with the CPU reference run on a copy; a serving battery can reuse them.
+// and compare with the CPU reference run on a copy; the kernel benchmarks time the kernels on
+// them (library zerojit_dsv4_test_inputs, linked by both). call_inputs.hpp builds the whole
+// inputs of one call from these pieces.
 //
 // Everything a builder makes is a HostTensor: a tensor's bytes inside a larger allocation whose
 // unused bytes (guard regions, row padding, unused pages) hold a sentinel. A kernel and its

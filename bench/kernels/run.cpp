@@ -1,0 +1,195 @@
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/harness.hpp"
+
+namespace zerojit::bench {
+
+namespace {
+
+// The copy roofline moves 1 GiB (read) + 1 GiB (written).
+constexpr std::int64_t kCopyBytes = std::int64_t{1} << 30;
+
+}  // namespace
+
+int run(const std::string& json_path, const Selection& selection, int repetitions) {
+  const auto wall_start = std::chrono::steady_clock::now();
+  cuda::make_device_current(0);
+  const cuda::DeviceInfo device = cuda::device_info(0);
+  const auto& api = cuda::driver();
+  cuda::DeviceHandle handle = 0;
+  cuda::check(api.cuDeviceGet(&handle, 0), "cuDeviceGet");
+  constexpr int kAttributeClockRate = 13;  // CU_DEVICE_ATTRIBUTE_CLOCK_RATE, kHz
+  int clock_khz = 0;
+  cuda::check(api.cuDeviceGetAttribute(&clock_khz, kAttributeClockRate, handle),
+              "cuDeviceGetAttribute(CLOCK_RATE)");
+  cuda::Stream stream = nullptr;
+  cuda::check(api.cuStreamCreate(&stream, cuda::kStreamNonBlocking), "cuStreamCreate");
+  Context context;
+  if (device.l2_cache_bytes > 0) context.l2_bytes = device.l2_cache_bytes;
+  std::printf("device: %s (sm_%d%d, %d SMs, L2 %.0f MB, SM clock %.0f MHz), %d repetitions\n",
+              device.name.c_str(), device.compute_major, device.compute_minor,
+              device.multiprocessors, static_cast<double>(context.l2_bytes) / 1e6, clock_khz / 1e3,
+              repetitions);
+  std::fflush(stdout);
+
+  Timer timer(stream, clock_khz > 0 ? clock_khz : 2'000'000);
+
+  // The roofline: one copy of 1 GiB (read + written), before and after the kernels.
+  DeviceMemory copy_source(static_cast<std::size_t>(kCopyBytes), false);
+  DeviceMemory copy_destination(static_cast<std::size_t>(kCopyBytes), false);
+  cuda::check(api.cuMemsetD8(copy_source.address(), 0x5A, copy_source.bytes()), "cuMemsetD8");
+  cuda::check(api.cuCtxSynchronize(), "cuCtxSynchronize");
+  const std::vector<Launch> copy = {[&](cuda::Stream s) {
+    cuda::check(api.cuMemcpyDtoDAsync(copy_destination.address(), copy_source.address(),
+                                      copy_source.bytes(), s),
+                "cuMemcpyDtoDAsync");
+  }};
+  const std::int64_t copy_bytes = 2 * kCopyBytes;
+  const Measurement copy_before = timer.measure(copy, repetitions);
+
+  struct Row {
+    Case c;
+    Measurement m;
+    bool write_ok = true;
+    std::int64_t changed = 0;
+    int sets = 1;
+  };
+  std::vector<Row> rows;
+  bool all_ok = true;
+  bool device_failed = false;
+  for (const KernelCases& kernel : selection.kernels) {
+    for (const std::string& size : selection.sizes) {
+      if (device_failed) break;
+      Row row;
+      const auto build_start = std::chrono::steady_clock::now();
+      try {
+        Case c = make_case(kernel, size, context);
+        if (c.kernel.empty()) continue;
+        const double build_s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - build_start).count();
+        row.m = timer.measure(c.launches, repetitions);
+        row.changed = c.sets.front().changed_output_bytes();
+        row.write_ok = write_check_passes(row.changed, c.written_bytes);
+        row.sets = static_cast<int>(c.sets.size());
+        std::printf("  %-16s %-8s built in %5.2f s, %2d input set(s), %9.2f us%s\n",
+                    kernel.kernel.c_str(), size.c_str(), build_s, row.sets, row.m.median_us,
+                    row.write_ok ? "" : "  WRITE CHECK FAILED");
+        std::fflush(stdout);
+        c.sets.clear();
+        c.launches.clear();
+        row.c = std::move(c);
+      } catch (const std::exception& error) {
+        // A failed driver call may leave the context unusable: the cases after it are
+        // skipped, and what was measured is still reported.
+        device_failed = dynamic_cast<const CudaError*>(&error) != nullptr;
+        std::printf("  %-16s %-8s FAILED: %s%s\n", kernel.kernel.c_str(), size.c_str(),
+                    error.what(), device_failed ? " (stopping)" : "");
+        std::fflush(stdout);
+        all_ok = false;
+        continue;
+      }
+      all_ok = all_ok && row.write_ok;
+      rows.push_back(std::move(row));
+    }
+  }
+  const Measurement copy_after = device_failed ? copy_before : timer.measure(copy, repetitions);
+  const double copy_gbps = std::max(gigabytes_per_second(copy_bytes, copy_before.median_us),
+                                    gigabytes_per_second(copy_bytes, copy_after.median_us));
+
+  nlohmann::ordered_json json;
+  json["impl"] = "zerojit";
+  json["device"] = device.name;
+  json["l2_bytes"] = context.l2_bytes;
+  json["repetitions"] = repetitions;
+  json["copy"] = {{"bytes", copy_bytes},
+                  {"median_us_start", copy_before.median_us},
+                  {"median_us_end", copy_after.median_us},
+                  {"gbps_start", gigabytes_per_second(copy_bytes, copy_before.median_us)},
+                  {"gbps_end", gigabytes_per_second(copy_bytes, copy_after.median_us)}};
+  json["copy_gbps"] = copy_gbps;
+  json["records"] = nlohmann::ordered_json::array();
+
+  std::printf("\n%-16s %-8s %8s %7s %10s %4s %10s %10s %8s %7s\n", "kernel", "size", "tokens",
+              "active", "MB", "sets", "median_us", "min_us", "GB/s", "copy%");
+  for (const Row& row : rows) {
+    const double gbps = gigabytes_per_second(row.c.bytes, row.m.median_us);
+    std::printf("%-16s %-8s %8lld %7s %10.3f %4d %10.2f %10.2f %8.1f %6.1f%%%s\n",
+                row.c.kernel.c_str(), row.c.size.c_str(), static_cast<long long>(row.c.tokens),
+                row.c.active_tokens >= 0 ? std::to_string(row.c.active_tokens).c_str() : "-",
+                static_cast<double>(row.c.bytes) / 1e6, row.sets, row.m.median_us, row.m.min_us,
+                gbps, 100.0 * gbps / copy_gbps, row.write_ok ? "" : "  WRITE CHECK FAILED");
+    nlohmann::ordered_json record;
+    record["impl"] = "zerojit";
+    record["kernel"] = row.c.kernel;
+    record["size"] = row.c.size;
+    record["tokens"] = row.c.tokens;
+    if (row.c.active_tokens >= 0) record["active_tokens"] = row.c.active_tokens;
+    record["bytes"] = row.c.bytes;
+    record["median_us"] = row.m.median_us;
+    record["min_us"] = row.m.min_us;
+    record["gbps"] = gbps;
+    record["copy_fraction"] = gbps / copy_gbps;
+    record["input_sets"] = row.sets;
+    record["repetitions"] = row.m.repetitions;
+    record["formula"] = row.c.formula;
+    record["written_bytes"] = row.c.written_bytes;
+    if (row.c.sector_bytes > 0) {
+      const double sector_gbps = gigabytes_per_second(row.c.sector_bytes, row.m.median_us);
+      record["sector_bytes"] = row.c.sector_bytes;
+      record["sector_copy_fraction"] = sector_gbps / copy_gbps;
+    }
+    record["changed_output_bytes"] = row.changed;
+    record["write_check"] = row.write_ok ? "passed" : "failed";
+    json["records"].push_back(record);
+  }
+  std::printf("%-16s %-8s %8s %7s %10.3f %4d %10.2f %10.2f %8.1f  (start)\n", "d2d_copy", "1GiB",
+              "-", "-", static_cast<double>(copy_bytes) / 1e6, 1, copy_before.median_us,
+              copy_before.min_us, gigabytes_per_second(copy_bytes, copy_before.median_us));
+  std::printf("%-16s %-8s %8s %7s %10.3f %4d %10.2f %10.2f %8.1f  (end)\n", "d2d_copy", "1GiB", "-",
+              "-", static_cast<double>(copy_bytes) / 1e6, 1, copy_after.median_us,
+              copy_after.min_us, gigabytes_per_second(copy_bytes, copy_after.median_us));
+  std::printf("copy roofline: %.1f GB/s (the faster of the two copies)\n", copy_gbps);
+  std::printf("\nbytes moved (each input read once, each output written once):\n");
+  std::set<std::string> printed;
+  for (const Row& row : rows) {
+    if (printed.insert(row.c.kernel).second) {
+      std::printf("  %-16s %s\n", row.c.kernel.c_str(), row.c.formula.c_str());
+    }
+  }
+  std::printf("  (H=64 heads, D=128, R=64 rope dims, K=512 top-k; T tokens of the call)\n");
+  bool sector_header = false;
+  for (const Row& row : rows) {
+    if (row.c.sector_bytes <= 0) continue;
+    if (!sector_header) {
+      std::printf(
+          "\nthe same at 32-byte sector granularity (each gathered sector counted once):\n");
+      sector_header = true;
+    }
+    const double sector_gbps = gigabytes_per_second(row.c.sector_bytes, row.m.median_us);
+    std::printf("  %-16s %-8s %10.3f MB %8.1f GB/s %6.1f%% of copy\n", row.c.kernel.c_str(),
+                row.c.size.c_str(), static_cast<double>(row.c.sector_bytes) / 1e6, sector_gbps,
+                100.0 * sector_gbps / copy_gbps);
+  }
+
+  if (!json_path.empty()) {
+    std::ofstream file(json_path);
+    if (!file) throw std::runtime_error("cannot write " + json_path);
+    file << json.dump(2) << "\n";
+    std::printf("wrote %s\n", json_path.c_str());
+  }
+  api.cuStreamDestroy(stream);
+  std::printf("total %.1f s%s\n",
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count(),
+              all_ok ? "" : "; SOME CASES FAILED (see above)");
+  return all_ok ? 0 : 1;
+}
+
+}  // namespace zerojit::bench

@@ -1,0 +1,104 @@
+#include "kernels/timing.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <span>
+#include <string_view>
+
+namespace zerojit::bench {
+
+namespace {
+
+constexpr std::string_view kSpinSource =
+    R"(// Spins one thread for `cycles` SM clock cycles and touches no memory. The bandwidth
+// benchmark enqueues it before each timed launch, so that the host enqueues the start event
+// and the launch while the GPU is still busy and the events time the kernel alone.
+namespace zj::bench {
+__global__ void spin_kernel(long long cycles) {
+  const long long start = clock64();
+  while (clock64() - start < cycles) {
+  }
+}
+}  // namespace zj::bench
+)";
+constexpr EmbeddedFile kSpinFiles[] = {{"bench/spin.cu", kSpinSource}};
+
+const EmbeddedFileSet& spin_files() {
+  static const EmbeddedFileSet files{std::span<const EmbeddedFile>(kSpinFiles)};
+  return files;
+}
+
+}  // namespace
+
+SpinKernel::SpinKernel() : JitKernel("bench.spin", spin_files()) {}
+
+Program SpinKernel::program(const SpinKey& key) const {
+  return make_program(key, "bench/spin.cu", "zj::bench::spin_kernel");
+}
+
+void SpinKernel::operator()(long long cycles, cuda::Stream stream) {
+  const SpinDescriptors descriptors{1};
+  LaunchSpec<SpinKey> spec;
+  spec.key = dispatch(descriptors);
+  spec.geometry.block.x = 1;
+  spec.args.push(cycles);
+  launch(spec, LaunchTarget{0, stream}, &descriptors);
+}
+
+Measurement Timer::measure(const std::vector<Launch>& launches, int repetitions) {
+  const auto& api = cuda::driver();
+  for (const Launch& launch : launches) launch(stream_);
+  spin_(1, stream_);  // compiles the spin once
+  cuda::check(api.cuStreamSynchronize(stream_), "cuStreamSynchronize (warmup)");
+
+  // What one launch costs the host, so that the spin outlasts it.
+  constexpr int kProbe = 4;
+  const auto probe_start = std::chrono::steady_clock::now();
+  for (int i = 0; i < kProbe; ++i) {
+    launches[static_cast<std::size_t>(i) % launches.size()](stream_);
+  }
+  const double host_us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - probe_start)
+          .count() /
+      kProbe;
+  cuda::check(api.cuStreamSynchronize(stream_), "cuStreamSynchronize (probe)");
+  const double spin_us = std::max(20.0, 3.0 * host_us + 10.0);
+  const auto spin_cycles = static_cast<long long>(spin_us * clock_khz_ / 1000.0);
+
+  std::vector<cuda::Event> starts(static_cast<std::size_t>(repetitions));
+  std::vector<cuda::Event> ends(static_cast<std::size_t>(repetitions));
+  for (int r = 0; r < repetitions; ++r) {
+    cuda::check(api.cuEventCreate(&starts[static_cast<std::size_t>(r)], cuda::kEventDefault),
+                "cuEventCreate");
+    cuda::check(api.cuEventCreate(&ends[static_cast<std::size_t>(r)], cuda::kEventDefault),
+                "cuEventCreate");
+  }
+  for (int r = 0; r < repetitions; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    spin_(spin_cycles, stream_);
+    cuda::check(api.cuEventRecord(starts[i], stream_), "cuEventRecord");
+    launches[i % launches.size()](stream_);
+    cuda::check(api.cuEventRecord(ends[i], stream_), "cuEventRecord");
+  }
+  cuda::check(api.cuStreamSynchronize(stream_), "cuStreamSynchronize (timed launches)");
+  std::vector<double> microseconds;
+  for (int r = 0; r < repetitions; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    float milliseconds = 0.0f;
+    cuda::check(api.cuEventElapsedTime(&milliseconds, starts[i], ends[i]), "cuEventElapsedTime");
+    microseconds.push_back(static_cast<double>(milliseconds) * 1000.0);
+    api.cuEventDestroy(starts[i]);
+    api.cuEventDestroy(ends[i]);
+  }
+  std::sort(microseconds.begin(), microseconds.end());
+  Measurement result;
+  result.repetitions = repetitions;
+  result.min_us = microseconds.front();
+  const std::size_t middle = microseconds.size() / 2;
+  result.median_us = microseconds.size() % 2 == 1
+                         ? microseconds[middle]
+                         : 0.5 * (microseconds[middle - 1] + microseconds[middle]);
+  return result;
+}
+
+}  // namespace zerojit::bench

@@ -1,0 +1,212 @@
+#include "dsv4/support/gpu_harness.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <stdexcept>
+
+#include "dsv4/compressor/reference.hpp"
+#include "dsv4/dcp_pack/reference.hpp"
+#include "dsv4/dequant_gather/reference.hpp"
+#include "dsv4/indexer_q/reference.hpp"
+
+namespace zerojit::dsv4::testing {
+
+namespace ref = zerojit::dsv4::reference;
+namespace params = zj::dsv4;
+
+bool dry_run() {
+  const char* value = std::getenv("ZEROJIT_DSV4_GPU_DRY_RUN");
+  return value != nullptr && std::string_view(value) == "1";
+}
+
+// --- Placement ---------------------------------------------------------------------------------
+
+TensorRef Placement::put(const HostTensor& tensor) {
+  Allocation allocation;
+  allocation.source = &tensor;
+  std::uint8_t* base = nullptr;
+  if (dry_run()) {
+    constexpr std::size_t kAlignment = 256;  // what cuMemAlloc gives
+    allocation.host.assign(tensor.bytes.size() + kAlignment, 0);
+    const auto address = reinterpret_cast<std::uintptr_t>(allocation.host.data());
+    allocation.host_offset = (kAlignment - address % kAlignment) % kAlignment;
+    base = allocation.host.data() + allocation.host_offset;
+    std::memcpy(base, tensor.bytes.data(), tensor.bytes.size());
+  } else {
+    allocation.device = std::make_unique<zerojit::testing::DeviceBuffer>(tensor.bytes);
+    base = static_cast<std::uint8_t*>(allocation.device->get());
+  }
+  allocations_.push_back(std::move(allocation));
+  return make_tensor_ref(base + tensor.offset_bytes, tensor.desc);
+}
+
+std::vector<std::uint8_t> Placement::get(const HostTensor& tensor) const {
+  for (const Allocation& allocation : allocations_) {
+    if (allocation.source != &tensor) continue;
+    if (allocation.device) return allocation.device->download<std::uint8_t>();
+    const auto begin =
+        allocation.host.begin() + static_cast<std::ptrdiff_t>(allocation.host_offset);
+    return {begin, begin + static_cast<std::ptrdiff_t>(tensor.bytes.size())};
+  }
+  throw std::logic_error("Placement::get: the tensor was never put");
+}
+
+void finish() {
+  if (!dry_run()) zerojit::testing::synchronize();
+}
+
+// --- The dry run's backend ---------------------------------------------------------------------
+
+namespace {
+
+std::map<std::string, std::string> parse_key_text(const std::string& text) {
+  std::map<std::string, std::string> fields;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find(", ", start);
+    if (end == std::string::npos) end = text.size();
+    const std::string field = text.substr(start, end - start);
+    const std::size_t equals = field.find('=');
+    if (equals != std::string::npos) fields[field.substr(0, equals)] = field.substr(equals + 1);
+    start = end + 2;
+  }
+  return fields;
+}
+
+template <class Params>
+Params unpack(const KernelArgs& args) {
+  if (args.count() != 1 || args.size(0) != sizeof(Params)) {
+    throw std::logic_error("reference backend: the launch does not carry one argument block of " +
+                           std::to_string(sizeof(Params)) + " bytes");
+  }
+  Params block;
+  std::memcpy(&block, args.data(0), sizeof block);
+  return block;
+}
+
+ref::NormWeightType norm(const std::map<std::string, std::string>& key) {
+  return key.at("norm_weight_dtype") == "f32" ? ref::NormWeightType::kFloat32
+                                              : ref::NormWeightType::kBFloat16;
+}
+
+void run_reference(const std::string& kernel, const std::map<std::string, std::string>& key,
+                   const KernelArgs& args) {
+  if (kernel == "dsv4.indexer_q_fp8" || kernel == "dsv4.indexer_q_mxfp4") {
+    const ref::IndexerQShape shape{std::stoi(key.at("head_dim")), std::stoi(key.at("rope_dim")),
+                                   std::stoi(key.at("num_heads")),
+                                   key.at("cos_sin_dtype") == "bf16"};
+    const auto block = unpack<params::IndexerQParams>(args);
+    if (kernel == "dsv4.indexer_q_fp8") {
+      ref::indexer_q_fp8(block, shape);
+    } else {
+      ref::indexer_q_mxfp4(block, shape);
+    }
+  } else if (kernel == "dsv4.dequant_gather") {
+    ref::dequant_gather(unpack<params::DequantGatherParams>(args), std::stoi(key.at("block_size")),
+                        key.at("has_gather_lens") == "true");
+  } else if (kernel == "dsv4.c4_store") {
+    ref::c4_store(unpack<params::C4StoreParams>(args), {norm(key)});
+  } else if (kernel == "dsv4.c4_store_full") {
+    ref::c4_store_full(unpack<params::C4StoreFullParams>(args),
+                       {key.at("store_full_fp8") == "true", norm(key)});
+  } else if (kernel == "dsv4.c128_compress") {
+    ref::c128_compress(unpack<params::C128CompressParams>(args), {std::stoi(key.at("head_size"))});
+  } else if (kernel == "dsv4.c128_store") {
+    ref::c128_store(unpack<params::C128StoreParams>(args),
+                    {std::stoll(key.at("kv_cache_block_size")),
+                     std::stoll(key.at("kv_block_stride")), norm(key)});
+  } else if (kernel == "dsv4.c128_store_full") {
+    ref::c128_store_full(unpack<params::C128StoreFullParams>(args),
+                         {key.at("store_full_fp8") == "true", norm(key)});
+  } else if (kernel == "dsv4.dcp_pack") {
+    ref::dcp_pack(unpack<params::DcpPackParams>(args),
+                  {std::stoi(key.at("topk")), key.at("has_row_starts") == "true",
+                   std::stoi(key.at("dcp_world_size")), std::stoi(key.at("cp_interleave"))});
+  } else {
+    throw std::logic_error("reference backend: no reference for kernel " + kernel);
+  }
+}
+
+}  // namespace
+
+LoadedFunction ReferenceBackend::load(const CompiledArtifact& artifact, std::string_view,
+                                      int device) {
+  loaded_.push_back({artifact.kernel_name, artifact.key_text});
+  LoadedFunction function;
+  function.function = reinterpret_cast<cuda::Function>(loaded_.size());
+  function.device = device;
+  return function;
+}
+
+void ReferenceBackend::launch(const LoadedFunction& function, const LaunchGeometry&,
+                              const KernelArgs& args, cuda::Stream) {
+  if (!execute) return;
+  const Loaded& entry = loaded_.at(reinterpret_cast<std::size_t>(function.function) - 1);
+  run_reference(entry.kernel, parse_key_text(entry.key), args);
+}
+
+// --- Fixture -----------------------------------------------------------------------------------
+
+void Dsv4Gpu::SetUp() {
+  if (dry_run()) {
+    previous_store_ = Runtime::instance().artifact_store();
+    reference_backend_ = std::make_shared<ReferenceBackend>();
+    Runtime::instance().set_backend(reference_backend_);
+    Runtime::instance().set_artifact_store(nullptr);
+  } else {
+    ZEROJIT_REQUIRE_GPU();
+  }
+  Monitor::instance().disarm();
+  Monitor::instance().set_mode(MonitorMode::off);
+  Monitor::instance().reset_events();
+}
+
+void Dsv4Gpu::TearDown() {
+  Monitor::instance().disarm();
+  Monitor::instance().set_mode(MonitorMode::off);
+  if (reference_backend_) {
+    for (KernelBase* kernel : all_kernels()) kernel->reset_for_testing();
+    Runtime::instance().set_backend(make_cuda_backend());
+    Runtime::instance().set_artifact_store(previous_store_);
+  }
+}
+
+// --- Comparisons -------------------------------------------------------------------------------
+
+std::string case_label(std::string_view kernel, std::string_view name) {
+  return std::string(kernel) + " case '" + std::string(name) + "'";
+}
+
+void append_failure(std::string& failures, const std::string& label, std::string_view output,
+                    const std::string& failure) {
+  if (failure.empty()) return;
+  failures +=
+      (failures.empty() ? "" : "\n") + label + ", output " + std::string(output) + ": " + failure;
+}
+
+std::string compare_tensor(const HostTensor& expected, const std::vector<std::uint8_t>& actual,
+                           std::vector<std::string> names) {
+  return compare_bytes(expected.bytes, actual,
+                       element_locator(expected, std::move(names), expected.bytes, actual));
+}
+
+std::span<const float> float_view(const std::vector<std::uint8_t>& bytes, std::int64_t offset,
+                                  std::int64_t count) {
+  return {reinterpret_cast<const float*>(bytes.data() + offset), static_cast<std::size_t>(count)};
+}
+
+std::string compare_k_cache(CacheKind kind, const KCache& expected,
+                            const std::vector<std::uint8_t>& actual,
+                            const std::vector<long long>& written) {
+  const std::vector<long long> slots = written;
+  if (kind == CacheKind::ds_mla) {
+    return ref::compare_ds_mla_rows(expected.tensor.bytes, actual, expected.page_stride_bytes,
+                                    expected.block_size, slots);
+  }
+  return ref::compare_full_rows(expected.tensor.bytes, actual, expected.page_stride_bytes,
+                                expected.row_stride_bytes, expected.block_size, slots,
+                                kind == CacheKind::full_e4m3);
+}
+
+}  // namespace zerojit::dsv4::testing
