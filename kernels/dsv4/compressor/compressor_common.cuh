@@ -10,8 +10,8 @@
 
 namespace zj::dsv4::compressor {
 
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr unsigned kFullMask = 0xFFFFFFFFu;
+inline constexpr float kLog2e = 1.4426950408889634f;
+inline constexpr unsigned kFullMask = 0xFFFFFFFFu;
 
 struct Float4 {
   float x, y, z, w;
@@ -203,7 +203,7 @@ __device__ __forceinline__ TokenRange chunk_tokens(long long num_tokens, long lo
   return range;
 }
 
-constexpr int kTokensPerRound = 32;  // examined at once, one per lane of warp 0
+inline constexpr int kTokensPerRound = 32;  // examined at once, one per lane of warp 0
 
 // Lane i of warp 0 examines token first + i (if < end) with `examine(token, record)`, which
 // returns whether it is active; the active ones are compacted into `list` (shared memory,
@@ -370,18 +370,18 @@ __device__ __forceinline__ bool c128_store_examine_token(const Params& params, l
 // (512 bytes of the f32 row; 128 or 256 bytes of the output). Chunk q of lanes 0..15 lies in
 // quant block 2q, of lanes 16..31 in block 2q + 1; chunk 3 of lanes 16..31 is the RoPE tail
 // (dims 448..511, pairs 2 (l - 16) and 2 (l - 16) + 1).
-constexpr int kC128Chunks = 4;
-constexpr int kC128ChunkDims = 4;
-constexpr int kC128ChunkStride = 32 * kC128ChunkDims;  // 128 dims between a lane's chunks
-constexpr int kC128TailChunk = kCompressorNopeDim / kC128ChunkStride;  // 3
-constexpr int kC128FirstTailLane = 16;
-constexpr int kC128LanesPerQuantBlock = kCompressorQuantBlock / kC128ChunkDims;  // 16
+inline constexpr int kC128Chunks = 4;
+inline constexpr int kC128ChunkDims = 4;
+inline constexpr int kC128ChunkStride = 32 * kC128ChunkDims;  // 128 dims between a lane's chunks
+inline constexpr int kC128TailChunk = kCompressorNopeDim / kC128ChunkStride;  // 3
+inline constexpr int kC128FirstTailLane = 16;
+inline constexpr int kC128LanesPerQuantBlock = kCompressorQuantBlock / kC128ChunkDims;  // 16
 // Rows a warp streams through shared memory at once: while it normalizes, rotates and stores
 // one active row, the copies of the next kC128Stages - 1 are in flight. 8 warps x 3 stages x
 // 2 KiB = 48 KiB a CTA, the static shared-memory limit.
-constexpr int kC128Stages = 3;
-constexpr int kC128StoreWarps = kC128StoreThreads / 32;
-constexpr int kC128StageBytes = kCompressorHeadSize * 4;  // one f32 row
+inline constexpr int kC128Stages = 3;
+inline constexpr int kC128StoreWarps = kC128StoreThreads / 32;
+inline constexpr int kC128StageBytes = kCompressorHeadSize * 4;  // one f32 row
 
 struct C128Lane {
   float v[kC128Chunks][kC128ChunkDims];

@@ -30,32 +30,32 @@ namespace zj::dsv4 {
 
 // --- Fixed constants of the family (the owners' compile() rejects any other key value) -------
 
-constexpr int kCompressorHeadSize = 512;   // head_dim
-constexpr int kCompressorRopeDim = 64;     // qk_rope_head_dim: the last 64 dims are rotated
-constexpr int kCompressorNopeDim = 448;    // head_dim - rope_dim: quantized to e4m3
-constexpr int kCompressorQuantBlock = 64;  // elements per UE8M0 scale
-constexpr float kCompressorFp8Max = 448.0f;
-constexpr int kDsMlaTokenStrideBytes = 576;  // 448 e4m3 bytes + 64 bf16 (128 bytes)
-constexpr int kDsMlaScaleBytes = 8;          // 7 UE8M0 exponents + 1 zero pad byte
-constexpr int kDsMlaRowBytes = kDsMlaTokenStrideBytes + kDsMlaScaleBytes;  // 584
+inline constexpr int kCompressorHeadSize = 512;   // head_dim
+inline constexpr int kCompressorRopeDim = 64;     // qk_rope_head_dim: the last 64 dims are rotated
+inline constexpr int kCompressorNopeDim = 448;    // head_dim - rope_dim: quantized to e4m3
+inline constexpr int kCompressorQuantBlock = 64;  // elements per UE8M0 scale
+inline constexpr float kCompressorFp8Max = 448.0f;
+inline constexpr int kDsMlaTokenStrideBytes = 576;  // 448 e4m3 bytes + 64 bf16 (128 bytes)
+inline constexpr int kDsMlaScaleBytes = 8;          // 7 UE8M0 exponents + 1 zero pad byte
+inline constexpr int kDsMlaRowBytes = kDsMlaTokenStrideBytes + kDsMlaScaleBytes;  // 584
 
-constexpr int kC4Ratio = 4;
-constexpr int kC4StateWidth = 1024;  // W = 2 * head (overlap): a state row is [kv W | score W]
-constexpr int kC4PooledRows = 8;     // rows p-7 .. p
-constexpr int kC4StoreThreads = 64;  // C4 kernels: 2 warps, one token at a time
+inline constexpr int kC4Ratio = 4;
+inline constexpr int kC4StateWidth = 1024;  // W = 2 * head (overlap): a state row is [kv W | score W]
+inline constexpr int kC4PooledRows = 8;     // rows p-7 .. p
+inline constexpr int kC4StoreThreads = 64;  // C4 kernels: 2 warps, one token at a time
 // Register budget of the C4 kernels (65536 / (64 * 6) = 170 a thread): each thread keeps its 8
 // rows x 16 floats of state in flight; below ~168 registers ptxas starts to spill.
-constexpr int kC4StoreMinBlocksPerSm = 6;
-constexpr int kC128Ratio = 128;
-constexpr int kC128StateBlockSize = 8;     // the C128 compress kernel requires Bs == 8
-constexpr int kC128CompressThreads = 256;  // 8 warps, 16 rows each
-constexpr int kC128CompressColumns = 64;   // columns of the head one CTA pools
-constexpr int kC128CompressColumnTiles = kCompressorHeadSize / kC128CompressColumns;  // 8
-constexpr int kC128StoreThreads = 256;  // C128 stores: 8 warps, one row per warp at a time
+inline constexpr int kC4StoreMinBlocksPerSm = 6;
+inline constexpr int kC128Ratio = 128;
+inline constexpr int kC128StateBlockSize = 8;     // the C128 compress kernel requires Bs == 8
+inline constexpr int kC128CompressThreads = 256;  // 8 warps, 16 rows each
+inline constexpr int kC128CompressColumns = 64;   // columns of the head one CTA pools
+inline constexpr int kC128CompressColumnTiles = kCompressorHeadSize / kC128CompressColumns;  // 8
+inline constexpr int kC128StoreThreads = 256;  // C128 stores: 8 warps, one row per warp at a time
 // Resident CTAs asked of ptxas (<= 64 registers a thread; the 48 KiB of staging a CTA allows
 // 4 a SM as well): sparse batches are latency-bound, so more resident warps scanning means
 // fewer waves, and dense ones need every warp's copies in flight.
-constexpr int kC128StoreMinBlocksPerSm = 4;
+inline constexpr int kC128StoreMinBlocksPerSm = 4;
 
 // --- Launch geometry: token chunks --------------------------------------------------------------
 //

@@ -32,8 +32,8 @@ namespace zj::dsv4 {
 namespace dcp_pack_detail {
 
 // Bit patterns rather than floats, so that a NaN payload crosses the kernel untouched.
-constexpr u32 kNegativeInfinityBits = 0xFF800000u;
-constexpr u32 kMinusOneBits = 0xBF800000u;  // -1.0f: the id of an empty slot
+inline constexpr u32 kNegativeInfinityBits = 0xFF800000u;
+inline constexpr u32 kMinusOneBits = 0xBF800000u;  // -1.0f: the id of an empty slot
 
 struct PackedCandidate {
   u32 score_bits;

@@ -11,13 +11,13 @@ namespace zj::dsv4 {
 
 // 8 warps per block, 2 columns of one row per thread: a block covers one tile of 512
 // consecutive top-k columns, as the reference Triton program does (BLOCK_SIZE = 512).
-constexpr int kDcpPackThreadsPerBlock = 256;
-constexpr int kDcpPackColumnsPerThread = 2;
-constexpr int kDcpPackColumnsPerTile = kDcpPackThreadsPerBlock * kDcpPackColumnsPerThread;
+inline constexpr int kDcpPackThreadsPerBlock = 256;
+inline constexpr int kDcpPackColumnsPerThread = 2;
+inline constexpr int kDcpPackColumnsPerTile = kDcpPackThreadsPerBlock * kDcpPackColumnsPerThread;
 // No shared memory and no barriers: every column is independent.
-constexpr int kDcpPackDynamicSharedBytes = 0;
+inline constexpr int kDcpPackDynamicSharedBytes = 0;
 // Rows map to blockIdx.x, whose limit is 2^31 - 1; decode batches stay far below it.
-constexpr long long kDcpPackMaxRows = 2147483647LL;
+inline constexpr long long kDcpPackMaxRows = 2147483647LL;
 
 struct DcpPackParams {
   // [num_rows, num_cols] f32, element strides (ls0, ls1). Read at one gathered column per

@@ -3,7 +3,7 @@
 
 namespace zj::examples {
 
-constexpr int kScaleAddThreads = 256;
+inline constexpr int kScaleAddThreads = 256;
 
 struct ScaleAddParams {
   const void* x;
