@@ -19,6 +19,9 @@ namespace {
 TokenSize c128_compress_size(std::string_view size) {
   if (size == "small") return {64, 0};
   if (size == "serving") return {8192, 2048};
+  // Prefill batches of 4 requests of T/4 tokens: the mid sizes of real batches.
+  if (size == "p4096") return {4096, 1024};
+  if (size == "p16384") return {16384, 4096};
   return {131072, 4096};
 }
 
@@ -71,7 +74,9 @@ Case c128_compress_case(const std::string& size, const Context& context) {
   return c;
 }
 
-const CaseRegistrar kRegistrar{{.kernel = "c128_compress", .make = c128_compress_case}};
+const CaseRegistrar kRegistrar{{.kernel = "c128_compress",
+                                .sizes = {"small", "serving", "large", "p4096", "p16384"},
+                                .make = c128_compress_case}};
 
 }  // namespace
 }  // namespace zerojit::bench

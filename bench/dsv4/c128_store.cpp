@@ -22,6 +22,9 @@ namespace {
 TokenSize c128_store_size(std::string_view size) {
   if (size == "small") return {64, 0};
   if (size == "serving") return {8192, 2048};
+  // Prefill batches of 4 requests of T/4 tokens: the mid sizes of real batches.
+  if (size == "p4096") return {4096, 1024};
+  if (size == "p16384") return {16384, 4096};
   return {262144, 4096};
 }
 
@@ -111,7 +114,8 @@ Case c128_store_case(bool full, const std::string& size, const Context& context)
 }
 
 // "dense" and "dense_large" (see c128_store_case) are this kernel's own sizes.
-const std::vector<std::string> kSizes = {"small", "serving", "large", "dense", "dense_large"};
+const std::vector<std::string> kSizes = {"small",       "serving", "large", "dense",
+                                         "dense_large", "p4096",   "p16384"};
 const CaseRegistrar kDsMla{{.kernel = "c128_store",
                             .sizes = kSizes,
                             .make = [](const std::string& size, const Context& context) {

@@ -23,6 +23,9 @@ namespace {
 TokenSize c4_size(std::string_view size) {
   if (size == "small") return {32, 0};
   if (size == "serving") return {8192, 2048};
+  // Prefill batches of 4 requests of T/4 tokens: the mid sizes of real batches.
+  if (size == "p4096") return {4096, 1024};
+  if (size == "p16384") return {16384, 4096};
   return {65536, 2048};
 }
 
@@ -103,14 +106,16 @@ Case c4_case(bool full, const std::string& size, const Context& context) {
   return c;
 }
 
-const CaseRegistrar kDsMla{
-    {.kernel = "c4_store", .make = [](const std::string& size, const Context& context) {
-       return c4_case(false, size, context);
-     }}};
-const CaseRegistrar kFull{
-    {.kernel = "c4_store_full", .make = [](const std::string& size, const Context& context) {
-       return c4_case(true, size, context);
-     }}};
+const CaseRegistrar kDsMla{{.kernel = "c4_store",
+                            .sizes = {"small", "serving", "large", "p4096", "p16384"},
+                            .make = [](const std::string& size, const Context& context) {
+                              return c4_case(false, size, context);
+                            }}};
+const CaseRegistrar kFull{{.kernel = "c4_store_full",
+                           .sizes = {"small", "serving", "large", "p4096", "p16384"},
+                           .make = [](const std::string& size, const Context& context) {
+                             return c4_case(true, size, context);
+                           }}};
 
 }  // namespace
 }  // namespace zerojit::bench

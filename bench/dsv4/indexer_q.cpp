@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "dsv4/indexer_q/indexer_q.hpp"
 #include "dsv4/indexer_q/reference.hpp"
@@ -21,8 +22,16 @@ constexpr std::int64_t kIndexerMaxPosition = 65536;
 TokenSize indexer_size(std::string_view size) {
   if (size == "small") return {32, 0};
   if (size == "serving") return {8192, 2048};
+  // The token counts vLLM's CuTeDSL kernel was measured at: a decode batch, then prefills.
+  if (size == "t64") return {64, 0};
+  if (size == "t512") return {512, 512};
+  if (size == "t4096") return {4096, 2048};
+  if (size == "t16384") return {16384, 2048};
   return {65536, 2048};
 }
+
+const std::vector<std::string> kIndexerSizes = {"small", "serving", "large", "t64",
+                                                "t512",  "t4096",   "t16384"};
 
 ref::IndexerQShape indexer_shape() {
   return {static_cast<int>(kIndexHeadDim), static_cast<int>(kRopeDim),
@@ -112,14 +121,16 @@ Case indexer_case(bool mxfp4, const std::string& size, const Context& context) {
   return c;
 }
 
-const CaseRegistrar kFp8{
-    {.kernel = "indexer_q_fp8", .make = [](const std::string& size, const Context& context) {
-       return indexer_case(false, size, context);
-     }}};
-const CaseRegistrar kMxFp4{
-    {.kernel = "indexer_q_mxfp4", .make = [](const std::string& size, const Context& context) {
-       return indexer_case(true, size, context);
-     }}};
+const CaseRegistrar kFp8{{.kernel = "indexer_q_fp8",
+                          .sizes = kIndexerSizes,
+                          .make = [](const std::string& size, const Context& context) {
+                            return indexer_case(false, size, context);
+                          }}};
+const CaseRegistrar kMxFp4{{.kernel = "indexer_q_mxfp4",
+                            .sizes = kIndexerSizes,
+                            .make = [](const std::string& size, const Context& context) {
+                              return indexer_case(true, size, context);
+                            }}};
 
 }  // namespace
 }  // namespace zerojit::bench

@@ -26,9 +26,13 @@ Case make_case(const KernelCases& kernel, const std::string& size, const Context
 // every planned key and the timing spin. Returns the exit code.
 int dry_run(const Selection& selection, const std::string& compile_arch);
 
+// How a case's device time is taken: one launch between events behind a GPU spin (eager), a
+// CUDA graph of one launch per input set replayed after an L2 flush (graph), or both.
+enum class Timing { eager, graph, both };
+
 // Times every case on device 0 against the copy roofline, prints the table and writes the
 // records to `json_path` (empty: no file). Returns the exit code.
-int run(const std::string& json_path, const Selection& selection, int repetitions);
+int run(const std::string& json_path, const Selection& selection, int repetitions, Timing timing);
 
 double gigabytes_per_second(std::int64_t bytes, double microseconds);
 

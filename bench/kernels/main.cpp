@@ -4,6 +4,7 @@
 // inputs of the same shapes and distributions; bench/plot_bandwidth.py draws both.
 //
 //   zerojit_bench_kernels [--json PATH] [--kernels LIST] [--sizes LIST] [--repeat N]
+//                         [--timing eager|graph|both]
 //   zerojit_bench_kernels --dry-run [--kernels LIST] [--sizes LIST] [--compile-arch ARCH]
 //
 // A dry run needs no GPU: it builds every case in host memory, checks its arguments with the
@@ -212,6 +213,10 @@ int main(int argc, char** argv) {
   app.add_option("--json", json_path, "write the records to this JSON file");
   app.add_option("--kernels", kernels, kernel_help);
   app.add_option("--sizes", sizes, size_help(registered, size_names));
+  std::string timing = "both";
+  app.add_option("--timing", timing,
+                 "eager (one launch behind a spin), graph (CUDA-graph replay, cold L2) or both")
+      ->check(CLI::IsMember({"eager", "graph", "both"}));
   app.add_option("--repeat", repetitions, "timed repetitions per case (median and min)")
       ->check(CLI::Range(1, 10000));
   app.add_flag("--dry-run", dry,
@@ -236,7 +241,9 @@ int main(int argc, char** argv) {
                                            : cuda::driver_unavailable_reason().c_str());
       return kSkipExitCode;
     }
-    return run(json_path, selection, repetitions);
+    return run(
+        json_path, selection, repetitions,
+        timing == "eager" ? Timing::eager : (timing == "graph" ? Timing::graph : Timing::both));
   } catch (const std::exception& error) {
     std::fprintf(stderr, "zerojit_bench_kernels: %s\n", error.what());
     return 1;

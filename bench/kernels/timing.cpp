@@ -45,6 +45,72 @@ void SpinKernel::operator()(long long cycles, cuda::Stream stream) {
   launch(spec, LaunchTarget{0, stream}, &descriptors);
 }
 
+Timer::Timer(cuda::Stream stream, double clock_khz, std::int64_t l2_bytes)
+    : stream_(stream), clock_khz_(clock_khz), flush_bytes_(static_cast<std::size_t>(4 * l2_bytes)) {
+  cuda::check(cuda::driver().cuMemAlloc(&flush_buffer_, flush_bytes_), "cuMemAlloc (L2 flush)");
+}
+
+Timer::~Timer() {
+  if (flush_buffer_ != 0) cuda::driver().cuMemFree(flush_buffer_);
+}
+
+void Timer::flush_l2() {
+  cuda::check(cuda::driver().cuMemsetD8Async(flush_buffer_, 0x3C, flush_bytes_, stream_),
+              "cuMemsetD8Async (L2 flush)");
+}
+
+namespace {
+
+Measurement summarize(std::vector<double> microseconds) {
+  std::sort(microseconds.begin(), microseconds.end());
+  Measurement result;
+  result.repetitions = static_cast<int>(microseconds.size());
+  result.min_us = microseconds.front();
+  const std::size_t middle = microseconds.size() / 2;
+  result.median_us = microseconds.size() % 2 == 1
+                         ? microseconds[middle]
+                         : 0.5 * (microseconds[middle - 1] + microseconds[middle]);
+  return result;
+}
+
+}  // namespace
+
+Measurement Timer::measure_graph(const std::vector<Launch>& launches, int repetitions) {
+  const auto& api = cuda::driver();
+  for (const Launch& launch : launches) launch(stream_);  // compile and load outside the graph
+  cuda::check(api.cuStreamSynchronize(stream_), "cuStreamSynchronize (warmup)");
+  cuda::Graph graph = nullptr;
+  cuda::check(api.cuStreamBeginCapture(stream_, cuda::kStreamCaptureModeThreadLocal),
+              "cuStreamBeginCapture");
+  for (const Launch& launch : launches) launch(stream_);
+  cuda::check(api.cuStreamEndCapture(stream_, &graph), "cuStreamEndCapture");
+  cuda::GraphExec exec = nullptr;
+  cuda::check(api.cuGraphInstantiateWithFlags(&exec, graph, 0), "cuGraphInstantiateWithFlags");
+  cuda::check(api.cuGraphLaunch(exec, stream_), "cuGraphLaunch (warmup)");
+  cuda::check(api.cuStreamSynchronize(stream_), "cuStreamSynchronize (graph warmup)");
+
+  cuda::Event start = nullptr, end = nullptr;
+  cuda::check(api.cuEventCreate(&start, cuda::kEventDefault), "cuEventCreate");
+  cuda::check(api.cuEventCreate(&end, cuda::kEventDefault), "cuEventCreate");
+  std::vector<double> microseconds;
+  for (int r = 0; r < repetitions; ++r) {
+    flush_l2();
+    cuda::check(api.cuEventRecord(start, stream_), "cuEventRecord");
+    cuda::check(api.cuGraphLaunch(exec, stream_), "cuGraphLaunch");
+    cuda::check(api.cuEventRecord(end, stream_), "cuEventRecord");
+    cuda::check(api.cuEventSynchronize(end), "cuEventSynchronize");
+    float milliseconds = 0.0f;
+    cuda::check(api.cuEventElapsedTime(&milliseconds, start, end), "cuEventElapsedTime");
+    microseconds.push_back(static_cast<double>(milliseconds) * 1000.0 /
+                           static_cast<double>(launches.size()));
+  }
+  api.cuEventDestroy(start);
+  api.cuEventDestroy(end);
+  api.cuGraphExecDestroy(exec);
+  api.cuGraphDestroy(graph);
+  return summarize(std::move(microseconds));
+}
+
 Measurement Timer::measure(const std::vector<Launch>& launches, int repetitions) {
   const auto& api = cuda::driver();
   for (const Launch& launch : launches) launch(stream_);
@@ -90,15 +156,7 @@ Measurement Timer::measure(const std::vector<Launch>& launches, int repetitions)
     api.cuEventDestroy(starts[i]);
     api.cuEventDestroy(ends[i]);
   }
-  std::sort(microseconds.begin(), microseconds.end());
-  Measurement result;
-  result.repetitions = repetitions;
-  result.min_us = microseconds.front();
-  const std::size_t middle = microseconds.size() / 2;
-  result.median_us = microseconds.size() % 2 == 1
-                         ? microseconds[middle]
-                         : 0.5 * (microseconds[middle - 1] + microseconds[middle]);
-  return result;
+  return summarize(std::move(microseconds));
 }
 
 }  // namespace zerojit::bench

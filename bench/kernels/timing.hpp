@@ -1,6 +1,7 @@
 // Timing one launch with CUDA events, the host's launch cost hidden behind a GPU spin.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <tuple>
 #include <vector>
@@ -44,16 +45,30 @@ using Launch = std::function<void(cuda::Stream)>;
 
 class Timer {
  public:
-  Timer(cuda::Stream stream, double clock_khz) : stream_(stream), clock_khz_(clock_khz) {}
+  // `l2_bytes` sizes the flush of measure_graph.
+  Timer(cuda::Stream stream, double clock_khz, std::int64_t l2_bytes);
+  ~Timer();
+  Timer(const Timer&) = delete;
+  Timer& operator=(const Timer&) = delete;
 
   // Warms up (the first launch of each set compiles and loads), then times `repetitions`
   // launches, rotating among the sets.
   Measurement measure(const std::vector<Launch>& launches, int repetitions);
 
+  // Device time as a CUDA graph replays it: one graph holding one launch per input set (no
+  // host gaps between them), each replay after an L2 flush (a write of 4x the L2), timed with
+  // events; the figure is a replay's time over the launches it holds (its median and minimum
+  // over `repetitions` replays). The method of vLLM's kernel benchmarks (do_bench over a graph).
+  Measurement measure_graph(const std::vector<Launch>& launches, int repetitions);
+
  private:
+  void flush_l2();
+
   cuda::Stream stream_;
   double clock_khz_;
   SpinKernel spin_;
+  cuda::DevicePtr flush_buffer_ = 0;
+  std::size_t flush_bytes_ = 0;
 };
 
 }  // namespace zerojit::bench
