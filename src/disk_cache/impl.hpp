@@ -57,9 +57,6 @@ std::optional<ProgramIdentity> identity_of_entry_name(std::string_view name);
 std::optional<std::string> untrusted_because(const struct stat& info, bool sticky_is_enough);
 std::string refusal_advice();
 
-// One entry as JSON (to_json of a listing, MissExplanation::to_json).
-std::string entry_json(const CacheEntryInfo& entry);
-
 }  // namespace disk
 
 // The cache's state, shared with the lock guards it hands out.

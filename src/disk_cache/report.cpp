@@ -1,93 +1,63 @@
-// The management reports as JSON and text (listings, verify, gc, explain).
+// The management reports as JSON and text (listings, verify, gc, explain). JSON is written
+// with nlohmann-json in field order; bytes that are not UTF-8 (a path, a key text) are
+// replaced by U+FFFD instead of failing the whole report.
+#include <nlohmann/json.hpp>
+
 #include "disk_cache/impl.hpp"
-#include "zerojit/key.hpp"
 
 namespace zerojit {
 
 namespace {
 
-void append_text_field(std::string& out, const char* name, std::string_view value) {
-  out += '"';
-  out += name;
-  out += "\":";
-  detail::append_json_string(out, value);
+using Json = nlohmann::ordered_json;
+
+std::string dump(const Json& document) {
+  return document.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
-void append_number_field(std::string& out, const char* name, std::uint64_t value) {
-  out += '"';
-  out += name;
-  out += "\":" + std::to_string(value);
+Json entry_document(const CacheEntryInfo& entry) {
+  Json out = {{"identity", entry.identity},
+              {"kernel", entry.kernel},
+              {"key", entry.key},
+              {"arch", entry.arch},
+              {"nvrtc", entry.nvrtc_version},
+              {"size", entry.size_bytes},
+              {"age_seconds", entry.age_seconds},
+              {"layer", entry.layer},
+              {"read_only", entry.read_only},
+              {"path", entry.path},
+              {"status", to_string(entry.problem)}};
+  if (!entry.detail.empty()) out["detail"] = entry.detail;
+  return out;
+}
+
+Json entries_document(const std::vector<CacheEntryInfo>& entries) {
+  Json out = Json::array();
+  for (const CacheEntryInfo& entry : entries) out.push_back(entry_document(entry));
+  return out;
 }
 
 }  // namespace
 
-namespace detail::disk {
-
-std::string entry_json(const CacheEntryInfo& entry) {
-  std::string out = "{";
-  append_text_field(out, "identity", entry.identity);
-  out += ',';
-  append_text_field(out, "kernel", entry.kernel);
-  out += ',';
-  append_text_field(out, "key", entry.key);
-  out += ',';
-  append_text_field(out, "arch", entry.arch);
-  out += ',';
-  append_text_field(out, "nvrtc", entry.nvrtc_version);
-  out += ',';
-  append_number_field(out, "size", entry.size_bytes);
-  out += ",\"age_seconds\":";
-  detail::append_double(out, entry.age_seconds);
-  out += ',';
-  append_text_field(out, "layer", entry.layer);
-  out += ",\"read_only\":" + std::string(entry.read_only ? "true" : "false") + ",";
-  append_text_field(out, "path", entry.path);
-  out += ',';
-  append_text_field(out, "status", to_string(entry.problem));
-  if (!entry.detail.empty()) {
-    out += ',';
-    append_text_field(out, "detail", entry.detail);
-  }
-  return out + "}";
-}
-
-}  // namespace detail::disk
-
 std::string to_json(const std::vector<CacheEntryInfo>& entries) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < entries.size(); ++i) {
-    if (i != 0) out += ',';
-    out += detail::disk::entry_json(entries[i]);
-  }
-  return out + "]";
+  return dump(entries_document(entries));
 }
 
 std::string CacheVerifyReport::to_json() const {
-  std::string out = "{";
-  append_number_field(out, "checked", checked);
-  out += ',';
-  append_number_field(out, "valid", valid);
-  out += ",\"set_aside\":" + std::string(set_aside ? "true" : "false");
-  out += ",\"bad\":" + zerojit::to_json(bad) + "}";
-  return out;
+  return dump({{"checked", checked},
+               {"valid", valid},
+               {"set_aside", set_aside},
+               {"bad", entries_document(bad)}});
 }
 
 std::string CacheGcReport::to_json() const {
-  std::string out = "{";
-  append_number_field(out, "quota_bytes", quota_bytes);
-  out += ',';
-  append_number_field(out, "removed", removed);
-  out += ',';
-  append_number_field(out, "removed_bytes", removed_bytes);
-  out += ',';
-  append_number_field(out, "kept", kept);
-  out += ',';
-  append_number_field(out, "kept_bytes", kept_bytes);
-  out += ',';
-  append_number_field(out, "busy", busy);
-  out += ',';
-  append_number_field(out, "other_files_removed", other_files_removed);
-  return out + "}";
+  return dump({{"quota_bytes", quota_bytes},
+               {"removed", removed},
+               {"removed_bytes", removed_bytes},
+               {"kept", kept},
+               {"kept_bytes", kept_bytes},
+               {"busy", busy},
+               {"other_files_removed", other_files_removed}});
 }
 
 std::string MissExplanation::summary() const {
@@ -113,38 +83,20 @@ std::string MissExplanation::summary() const {
 }
 
 std::string MissExplanation::to_json() const {
-  std::string out = "{";
-  append_text_field(out, "kernel", kernel);
-  out += ',';
-  append_text_field(out, "key", key);
-  out += ',';
-  append_text_field(out, "arch", arch);
-  out += ',';
-  append_text_field(out, "nvrtc", nvrtc_version);
-  out += ',';
-  append_text_field(out, "identity", identity);
-  out += ",\"hit\":" + std::string(present ? "true" : "false");
-  if (present) {
-    out += ',';
-    append_text_field(out, "layer", present_layer);
+  Json out = {{"kernel", kernel},       {"key", key},           {"arch", arch},
+              {"nvrtc", nvrtc_version}, {"identity", identity}, {"hit", present}};
+  if (present) out["layer"] = present_layer;
+  if (!present_problem.empty()) out["bad_entry"] = present_problem;
+  out["same_kernel_entries"] = same_kernel_entries;
+  out["nearest"] = nearest ? entry_document(*nearest) : Json(nullptr);
+  Json listed = Json::array();
+  for (const IdentityDifference& difference : differences) {
+    listed.push_back({{"component", difference.component},
+                      {"wanted", difference.wanted},
+                      {"found", difference.found}});
   }
-  if (!present_problem.empty()) {
-    out += ',';
-    append_text_field(out, "bad_entry", present_problem);
-  }
-  out += ",\"same_kernel_entries\":" + std::to_string(same_kernel_entries);
-  out += ",\"nearest\":" + (nearest ? detail::disk::entry_json(*nearest) : std::string("null"));
-  out += ",\"differences\":[";
-  for (std::size_t i = 0; i < differences.size(); ++i) {
-    out += i == 0 ? "{" : ",{";
-    append_text_field(out, "component", differences[i].component);
-    out += ',';
-    append_text_field(out, "wanted", differences[i].wanted);
-    out += ',';
-    append_text_field(out, "found", differences[i].found);
-    out += '}';
-  }
-  return out + "]}";
+  out["differences"] = std::move(listed);
+  return dump(out);
 }
 
 }  // namespace zerojit

@@ -83,6 +83,32 @@ TEST_F(DiskCacheStore, ListVerifyGcAndClear) {
   EXPECT_EQ(json::parse(cleared.to_json())["removed"], 3);
 }
 
+TEST_F(DiskCacheStore, ReportsAreValidJsonWhenPathsAndKeysAreNotUtf8) {
+  // A root whose name is not UTF-8, and a program whose key text is not either: every report
+  // still parses, with the bad bytes replaced by U+FFFD.
+  const fs::path root = dir / "cache-\xff\xfe";
+  DiskCache cache(options(root));
+  CompiledArtifact artifact = synthetic_artifact(32);
+  cache.publish(artifact);
+  const std::string replacement = "\xef\xbf\xbd";  // U+FFFD in UTF-8
+
+  const json listed = json::parse(to_json(cache.list()));
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_NE(listed[0]["path"].get<std::string>().find(replacement), std::string::npos);
+  EXPECT_NE(listed[0]["layer"].get<std::string>().find(replacement), std::string::npos);
+  EXPECT_EQ(json::parse(cache.verify().to_json())["valid"], 1);
+
+  Program odd = examples::EmptyKernel::instance().program(examples::EmptyKey{32});
+  odd.key_text = "block_threads=\xe9";
+  const MissExplanation explained = cache.explain(odd, "sm_90a\xff", "13.0");
+  const json parsed = json::parse(explained.to_json());
+  EXPECT_EQ(parsed["key"], "block_threads=" + replacement);
+  EXPECT_EQ(parsed["arch"], "sm_90a" + replacement);
+  EXPECT_EQ(parsed["nearest"]["layer"].get<std::string>().find(replacement) != std::string::npos,
+            true);
+  EXPECT_TRUE(warnings.empty());
+}
+
 TEST_F(DiskCacheStore, GcRemovesWhatDeadProcessesLeftAndNothingLiveOnes) {
   DiskCache cache(options(dir / "cache"));
   ASSERT_EQ(cache.state(), CacheRootState::writable);
