@@ -187,7 +187,7 @@ class DiskCache final : public ArtifactStore {
 std::optional<std::filesystem::path> default_cache_root();
 
 // Options from the environment: the default root, ZEROJIT_CACHE_READONLY_DIRS (read-only
-// layers, ':'-separated), ZEROJIT_CACHE_MAX_BYTES (quota; K, M, G suffixes),
+// layers, ':'-separated), ZEROJIT_CACHE_MAX_BYTES (quota; parse_byte_size's forms),
 // ZEROJIT_CACHE_LOCK_TIMEOUT_S and ZEROJIT_CACHE_ALLOW_SHARED. Throws zerojit::Error naming
 // the variable when one is malformed.
 DiskCacheOptions default_disk_cache_options();

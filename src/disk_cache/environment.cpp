@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "disk_cache/impl.hpp"
+#include "zerojit/bytes.hpp"
 #include "zerojit/error.hpp"
 
 namespace zerojit {
@@ -21,37 +22,6 @@ std::optional<std::filesystem::path> default_cache_root() {
   return std::filesystem::path();
 }
 
-namespace {
-
-std::uint64_t parse_bytes(const char* variable, std::string_view text) {
-  std::uint64_t value = 0;
-  std::size_t i = 0;
-  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
-    if (value > (std::uint64_t{1} << 53)) break;
-    value = value * 10 + static_cast<std::uint64_t>(text[i] - '0');
-  }
-  std::uint64_t scale = 1;
-  const std::string_view suffix = text.substr(i);
-  if (suffix == "K" || suffix == "k" || suffix == "KiB") {
-    scale = std::uint64_t{1} << 10;
-  } else if (suffix == "M" || suffix == "m" || suffix == "MiB") {
-    scale = std::uint64_t{1} << 20;
-  } else if (suffix == "G" || suffix == "g" || suffix == "GiB") {
-    scale = std::uint64_t{1} << 30;
-  } else if (suffix == "T" || suffix == "t" || suffix == "TiB") {
-    scale = std::uint64_t{1} << 40;
-  } else if (!suffix.empty()) {
-    i = 0;  // not a size
-  }
-  if (i == 0 || value > (std::uint64_t{1} << 53) / scale) {
-    throw Error(std::string(variable) + "=\"" + std::string(text) +
-                "\" is not a size in bytes (e.g. 1073741824, 512M, 2G)");
-  }
-  return value * scale;
-}
-
-}  // namespace
-
 DiskCacheOptions default_disk_cache_options() {
   DiskCacheOptions options;
   if (const auto root = default_cache_root()) options.root = *root;
@@ -65,7 +35,7 @@ DiskCacheOptions default_disk_cache_options() {
     }
   }
   if (const char* quota = env_text("ZEROJIT_CACHE_MAX_BYTES")) {
-    options.max_bytes = parse_bytes("ZEROJIT_CACHE_MAX_BYTES", quota);
+    options.max_bytes = parse_byte_size_or_throw(quota, "ZEROJIT_CACHE_MAX_BYTES");
   }
   if (const char* timeout = env_text("ZEROJIT_CACHE_LOCK_TIMEOUT_S")) {
     char* end = nullptr;

@@ -28,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "examples/scale_add.hpp"
+#include "zerojit/bytes.hpp"
 #include "zerojit/disk_cache.hpp"
 #include "zerojit/zerojit.hpp"
 
@@ -71,7 +72,7 @@ int main(int argc, char** argv) {
     } else if (arg == "--layer") {
       options.read_only_layers.emplace_back(value());
     } else if (arg == "--max-bytes") {
-      options.max_bytes = std::stoull(value());
+      options.max_bytes = zerojit::parse_byte_size_or_throw(value(), "--max-bytes");
     } else if (arg == "--allow-shared") {
       options.allow_shared_root = true;
     } else if (arg == "--lock-timeout-ms") {

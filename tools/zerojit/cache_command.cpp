@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "zerojit/bytes.hpp"
 #include "zerojit/compiler.hpp"
 #include "zerojit/disk_cache.hpp"
 #include "zerojit/runtime.hpp"
@@ -41,28 +42,6 @@ struct CacheOptions {
 struct UsageProblem {
   std::string message;
 };
-
-std::uint64_t parse_size(const std::string& text) {
-  std::uint64_t value = 0;
-  std::size_t i = 0;
-  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
-    value = value * 10 + static_cast<std::uint64_t>(text[i] - '0');
-    if (value > (std::uint64_t{1} << 50))
-      throw UsageProblem{"--max-size " + text + " is too large"};
-  }
-  const std::string suffix = text.substr(i);
-  std::uint64_t scale = 1;
-  if (suffix == "K" || suffix == "KiB") {
-    scale = std::uint64_t{1} << 10;
-  } else if (suffix == "M" || suffix == "MiB") {
-    scale = std::uint64_t{1} << 20;
-  } else if (suffix == "G" || suffix == "GiB") {
-    scale = std::uint64_t{1} << 30;
-  } else if (!suffix.empty() || i == 0) {
-    throw UsageProblem{"--max-size \"" + text + "\" is not a size (e.g. 1073741824, 512M, 2G)"};
-  }
-  return value * scale;
-}
 
 std::string age_text(double seconds) {
   char buffer[32];
@@ -220,7 +199,13 @@ void print_gc(const CacheOptions& options, const CacheGcReport& report, const ch
 
 int run_gc(const CacheOptions& options) {
   std::optional<std::uint64_t> max_bytes;
-  if (!options.max_size.empty()) max_bytes = parse_size(options.max_size);
+  if (!options.max_size.empty()) {
+    try {
+      max_bytes = parse_byte_size_or_throw(options.max_size, "--max-size");
+    } catch (const Error& error) {
+      throw UsageProblem{error.what()};
+    }
+  }
   const auto cache = open_cache(options);
   CacheGcReport report = cache ? cache->gc(max_bytes) : CacheGcReport{};
   if (!cache) report.quota_bytes = max_bytes.value_or(kDefaultCacheQuotaBytes);
@@ -341,8 +326,8 @@ void add_cache_commands(CLI::App& app, CacheCommandContext& context) {
       "gc", "Trim the cache to its quota, least recently used first; remove leftover files");
   add_common_options(*gc, *options);
   gc->add_option("--max-size", options->max_size,
-                 "Quota to trim to (bytes; K, M, G suffixes; default $ZEROJIT_CACHE_MAX_BYTES "
-                 "or 1G)");
+                 "Quota to trim to (bytes, or with K, M, G, T: powers of 1024, e.g. 512M or 1.5G; "
+                 "default $ZEROJIT_CACHE_MAX_BYTES or 1G)");
   gc->callback([options, &context] { run_reporting(context, [&] { return run_gc(*options); }); });
 
   CLI::App* clear = cache->add_subcommand(
