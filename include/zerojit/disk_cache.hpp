@@ -38,8 +38,10 @@ struct DiskCacheOptions {
   std::vector<std::filesystem::path> read_only_layers;
   // Least-recently-used entries of the root are evicted beyond this many bytes.
   std::uint64_t max_bytes = kDefaultCacheQuotaBytes;
-  // How long a process waits for another one compiling the same identity before compiling it
-  // itself.
+  // The longest any wait on another process lasts. A process waits this long for another one
+  // compiling the same identity before compiling it itself, and at most 10 s of it for an
+  // entry another process holds locked (writing or evicting it); past that, it compiles the
+  // identity itself and leaves the disk out for it (DiskCacheCounters::skipped_identities).
   std::chrono::milliseconds lock_timeout{std::chrono::minutes(2)};
   // Accept a root (or layer) that other users can write. They could plant compiled code, so
   // this is for caches shared by users who trust each other. ZEROJIT_CACHE_ALLOW_SHARED=1 in
@@ -70,6 +72,9 @@ struct DiskCacheCounters {
   std::uint64_t evicted = 0;         // entries removed to stay under the quota
   std::uint64_t lock_waits = 0;      // lookups that waited for another process's compile
   std::uint64_t lock_timeouts = 0;   // waits that gave up and compiled here
+  // Identities served without the disk tier: their entry was held locked by another process
+  // past the bound, or their lock file is not a regular file (reported once each).
+  std::uint64_t skipped_identities = 0;
 };
 
 // One entry file, as listed by the management API.
@@ -86,16 +91,19 @@ struct CacheEntryInfo {
   double age_seconds = 0.0;  // since it was last used (or written)
   EntryProblem problem = EntryProblem::none;
   std::string detail;  // what is wrong with it, when something is
+  // Another process held it locked past the bound, so it was not read: neither ok nor bad.
+  bool busy = false;
 };
 // [{"identity":..., "kernel":..., "key":..., "arch":..., "nvrtc":..., "size":...,
-//   "age_seconds":..., "layer":..., "read_only":..., "status":"ok"|<problem>, ...}, ...]
+//   "age_seconds":..., "layer":..., "read_only":..., "status":"ok"|"busy"|<problem>, ...}]
 std::string to_json(const std::vector<CacheEntryInfo>& entries);
 
 struct CacheVerifyReport {
-  std::size_t checked = 0;
+  std::size_t checked = 0;  // valid + bad + busy
   std::size_t valid = 0;
-  std::vector<CacheEntryInfo> bad;  // with their problem and detail
-  bool set_aside = false;           // bad entries of the root were moved to quarantine/
+  std::vector<CacheEntryInfo> bad;   // with their problem and detail
+  std::vector<CacheEntryInfo> busy;  // held locked by another process: not checked
+  bool set_aside = false;            // bad entries of the root were moved to quarantine/
   bool ok() const { return bad.empty(); }
   std::string to_json() const;
 };

@@ -36,6 +36,10 @@ std::vector<MissExplanation> DiskCache::explain(const std::vector<Program>& prog
       if (!named) continue;
       const auto read = s.read_entry(layer, entry.name, &*named, false);
       if (read.absent) continue;
+      if (read.busy) {
+        bad.emplace(*named, "busy: " + read.decoded.detail);
+        continue;
+      }
       if (!read.decoded.ok() || !read.decoded.artifact) {
         bad.emplace(*named,
                     std::string(to_string(read.decoded.problem)) + ": " + read.decoded.detail);

@@ -37,6 +37,9 @@ inline constexpr std::string_view kTemporaryPrefix = ".tmp-";
 inline constexpr std::size_t kQuarantineLimit = 16;
 // A temporary file this old that no process holds locked was left by a dead writer.
 inline constexpr auto kAbandonedAge = std::chrono::seconds(60);
+// The longest wait for an entry's own lock (a reader for a writer or an evicter, which hold it
+// for one rename or unlink), within the lock timeout: longer means the holder is stuck.
+inline constexpr auto kEntryLockBound = std::chrono::seconds(10);
 inline constexpr std::size_t kMaxMemoBytes = 4096;
 inline constexpr std::string_view kMemoHeader = "zerojit-nvrtc-version 1";
 inline constexpr const char* kAllowSharedVariable = "ZEROJIT_CACHE_ALLOW_SHARED";
@@ -73,6 +76,7 @@ struct DiskCacheImpl {
     DecodedEntry decoded;
     struct stat info {};
     bool have_info = false;
+    bool busy = false;  // another process held it locked past the entry lock bound
   };
 
   struct ScannedEntry {
@@ -99,7 +103,7 @@ struct DiskCacheImpl {
   std::string reason;
 
   std::atomic<std::uint64_t> hits{0}, misses{0}, bad_entries{0}, published{0}, write_failures{0},
-      evicted{0}, lock_waits{0}, lock_timeouts{0};
+      evicted{0}, lock_waits{0}, lock_timeouts{0}, skipped_identities{0};
   std::atomic<bool> write_failure_reported{false};
   std::atomic<std::uint64_t> temporary_counter{0};
 
@@ -107,6 +111,11 @@ struct DiskCacheImpl {
   // Bad files already reported (layer, device, inode, size, mtime), so each is reported once
   // even where it cannot be moved aside (read-only layers).
   std::set<std::tuple<std::size_t, dev_t, ino_t, off_t, std::int64_t, std::int64_t>> reported;
+
+  // Identities this process serves without the disk tier: their entry was held locked past
+  // the bound, or their lock file is not a regular file. Never waited for again.
+  std::mutex skipped_mutex;
+  std::set<ProgramIdentity> skipped;
 
   void warn(const std::string& text) const;
   void ensure_open();
@@ -119,6 +128,10 @@ struct DiskCacheImpl {
   void open_root();
 
   // store.cpp
+  std::chrono::milliseconds entry_lock_bound() const;
+  bool is_skipped(const ProgramIdentity& identity);
+  // Stops using the disk for `identity` in this process; the first time, warns with `why`.
+  void skip(const ProgramIdentity& identity, const std::string& why);
   ReadResult read_entry(const Layer& layer, const std::string& name,
                         const ProgramIdentity* expected, bool touch);
   // Reports a bad entry once (per file) and sets it aside.

@@ -187,6 +187,7 @@ std::vector<CacheEntryInfo> DiskCache::list() {
       info.age_seconds = std::max(0.0, seconds_since(stat_info.st_mtim));
       info.problem = read.decoded.problem;
       info.detail = read.decoded.detail;
+      info.busy = read.busy;
       if (read.decoded.artifact) {
         info.kernel = read.decoded.artifact->kernel_name;
         info.key = read.decoded.artifact->key_text;
@@ -205,6 +206,10 @@ CacheVerifyReport DiskCache::verify(bool set_aside) {
   report.set_aside = set_aside;
   for (CacheEntryInfo& entry : list()) {
     ++report.checked;
+    if (entry.busy) {  // not read: neither valid nor bad
+      report.busy.push_back(std::move(entry));
+      continue;
+    }
     if (entry.problem == EntryProblem::none) {
       ++report.valid;
       continue;

@@ -5,9 +5,11 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <system_error>
+#include <thread>
 
 namespace zerojit::detail::disk {
 
@@ -37,6 +39,22 @@ bool flock_retrying(int fd, int operation) {
     if (errno != EINTR) return false;
   }
   return true;
+}
+
+bool flock_within(int fd, int operation, std::chrono::milliseconds bound) {
+  if (flock_retrying(fd, operation | LOCK_NB)) return true;
+  if (errno != EWOULDBLOCK) return false;
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  auto pause = std::chrono::milliseconds(1);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
+        pause, deadline - std::chrono::steady_clock::now()));
+    if (flock_retrying(fd, operation | LOCK_NB)) return true;
+    if (errno != EWOULDBLOCK) return false;
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+  }
+  errno = EWOULDBLOCK;
+  return false;
 }
 
 bool write_all(int fd, std::string_view data) {

@@ -52,6 +52,12 @@ Fd open_directory_at(int parent, const std::string& name);
 
 bool flock_retrying(int fd, int operation);
 
+// Takes `operation` (LOCK_SH or LOCK_EX) without blocking, retrying with a backoff from 1 ms
+// to 50 ms for at most `bound`. False when it could not (errno EWOULDBLOCK after the bound).
+// No wait on another process is unbounded: a holder may be stopped (SIGSTOP, a debugger, a
+// frozen container) and never release.
+bool flock_within(int fd, int operation, std::chrono::milliseconds bound);
+
 bool write_all(int fd, std::string_view data);
 
 // Reads up to `limit` bytes (one more than expected, to notice a file that grew).

@@ -26,7 +26,7 @@ Json entry_document(const CacheEntryInfo& entry) {
               {"layer", entry.layer},
               {"read_only", entry.read_only},
               {"path", entry.path},
-              {"status", to_string(entry.problem)}};
+              {"status", entry.busy ? std::string_view("busy") : to_string(entry.problem)}};
   if (!entry.detail.empty()) out["detail"] = entry.detail;
   return out;
 }
@@ -47,7 +47,8 @@ std::string CacheVerifyReport::to_json() const {
   return dump({{"checked", checked},
                {"valid", valid},
                {"set_aside", set_aside},
-               {"bad", entries_document(bad)}});
+               {"bad", entries_document(bad)},
+               {"busy", entries_document(busy)}});
 }
 
 std::string CacheGcReport::to_json() const {

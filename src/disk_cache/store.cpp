@@ -17,6 +17,35 @@ namespace detail {
 
 using namespace disk;
 
+namespace {
+
+std::string seconds_text(std::chrono::duration<double> seconds) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.1f", seconds.count());
+  return buffer;
+}
+
+}  // namespace
+
+std::chrono::milliseconds DiskCacheImpl::entry_lock_bound() const {
+  return std::min<std::chrono::milliseconds>(options.lock_timeout, kEntryLockBound);
+}
+
+bool DiskCacheImpl::is_skipped(const ProgramIdentity& identity) {
+  std::lock_guard lock(skipped_mutex);
+  return skipped.count(identity) != 0;
+}
+
+void DiskCacheImpl::skip(const ProgramIdentity& identity, const std::string& why) {
+  {
+    std::lock_guard lock(skipped_mutex);
+    if (!skipped.insert(identity).second) return;
+  }
+  skipped_identities.fetch_add(1, std::memory_order_relaxed);
+  warn(why + "; this process compiles identity " + identity.hex() +
+       " itself and does not use the disk cache for it");
+}
+
 DiskCacheImpl::ReadResult DiskCacheImpl::read_entry(const Layer& layer, const std::string& name,
                                                     const ProgramIdentity* expected, bool touch) {
   ReadResult result;
@@ -54,8 +83,19 @@ DiskCacheImpl::ReadResult DiskCacheImpl::read_entry(const Layer& layer, const st
     return result;
   }
   // A shared lock while reading: eviction takes an exclusive one without waiting and skips
-  // the entry when it cannot.
-  flock_retrying(file.get(), LOCK_SH);
+  // the entry when it cannot. A writer holds an exclusive one from its rename to its close;
+  // one stopped there must not stop us.
+  if (!flock_within(file.get(), LOCK_SH, entry_lock_bound())) {
+    if (errno == EWOULDBLOCK) {
+      result.busy = true;
+      result.decoded.detail = "another process has held it locked for more than " +
+                              seconds_text(entry_lock_bound()) + " s";
+      return result;
+    }
+    result.decoded.problem = EntryProblem::unreadable;
+    result.decoded.detail = "it cannot be locked (" + error_text(errno) + ")";
+    return result;
+  }
   std::string bytes;
   if (!read_all(file.get(), static_cast<std::size_t>(size) + 1, bytes)) {
     result.decoded.problem = EntryProblem::unreadable;
@@ -104,7 +144,9 @@ int DiskCacheImpl::publish_file(int directory, const std::string& name, std::str
   Fd file = open_at(directory, temporary, O_WRONLY | O_CREAT | O_EXCL, file_mode);
   if (!file.valid()) return errno;
   int error = 0;
-  if (!flock_retrying(file.get(), LOCK_EX) || !write_all(file.get(), bytes) ||
+  // Nobody else can hold a file just created with O_EXCL (gc takes only temporaries older
+  // than a second): not waiting is enough.
+  if (!flock_retrying(file.get(), LOCK_EX | LOCK_NB) || !write_all(file.get(), bytes) ||
       ::fsync(file.get()) != 0 ||
       ::renameat(directory, temporary.c_str(), directory, name.c_str()) != 0) {
     error = errno;
@@ -181,6 +223,7 @@ DiskCacheCounters DiskCache::counters() const {
   c.evicted = s.evicted.load(std::memory_order_relaxed);
   c.lock_waits = s.lock_waits.load(std::memory_order_relaxed);
   c.lock_timeouts = s.lock_timeouts.load(std::memory_order_relaxed);
+  c.skipped_identities = s.skipped_identities.load(std::memory_order_relaxed);
   return c;
 }
 
@@ -199,9 +242,14 @@ std::optional<CompiledArtifact> DiskCache::find(const ProgramIdentity& identity)
   detail::DiskCacheImpl& s = *impl_;
   s.ensure_open();
   const std::string name = entry_name(identity);
-  for (std::size_t i = 0; i < s.layers.size(); ++i) {
+  for (std::size_t i = 0; i < s.layers.size() && !s.is_skipped(identity); ++i) {
     detail::DiskCacheImpl::ReadResult read = s.read_entry(s.layers[i], name, &identity, true);
     if (read.absent) continue;
+    if (read.busy) {
+      s.skip(identity, "entry " + s.layers[i].path + "/" + kEntriesDir + "/" + name + ": " +
+                           read.decoded.detail + " (a writer or evicter that is stopped?)");
+      break;
+    }
     if (read.decoded.ok()) {
       s.hits.fetch_add(1, std::memory_order_relaxed);
       return std::move(read.decoded.artifact);
@@ -218,6 +266,7 @@ void DiskCache::publish(const CompiledArtifact& artifact) noexcept {
     s.ensure_open();
     detail::DiskCacheImpl::Layer* layer = s.writable_layer();
     if (layer == nullptr) return;  // read-only or unusable: reported once when opened
+    if (s.is_skipped(artifact.identity)) return;
     const std::string what = artifact.kernel_name + " [" + artifact.key_text + "]";
     const std::string bytes = encode_entry(artifact);
     if (bytes.size() > s.options.max_bytes) {
@@ -245,15 +294,35 @@ void DiskCache::publish(const CompiledArtifact& artifact) noexcept {
 std::unique_ptr<CompileGuard> DiskCache::lock(const ProgramIdentity& identity) {
   detail::DiskCacheImpl& s = *impl_;
   s.ensure_open();
-  if (s.writable_layer() == nullptr || !s.locks.valid()) return nullptr;
+  if (s.writable_layer() == nullptr || !s.locks.valid() || s.is_skipped(identity)) return nullptr;
   const std::string name = identity.hex() + ".lock";
+  const std::string path = s.options.root.string() + "/" + kLocksDir + "/" + name;
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = start + s.options.lock_timeout;
   bool waited = false;
   auto pause = std::chrono::milliseconds(2);
   while (true) {
-    Fd file = open_at(s.locks.get(), name, O_RDONLY | O_CREAT, s.file_mode);
-    if (!file.valid()) return nullptr;  // cannot lock: compile without waiting
+    // O_NONBLOCK: opening a FIFO planted under the name would otherwise wait for a writer.
+    Fd file = open_at(s.locks.get(), name, O_RDONLY | O_CREAT | O_NONBLOCK | O_NOCTTY, s.file_mode);
+    if (!file.valid()) {
+      if (errno == ELOOP) {
+        s.skip(identity, "lock file " + path +
+                             " is a symbolic link; links inside a cache root are never followed");
+      } else if (errno == EISDIR) {
+        s.skip(identity, "lock file " + path + " is not a regular file (a directory); remove it");
+      }
+      return nullptr;  // cannot lock: compile without waiting
+    }
+    struct stat opened {};
+    if (::fstat(file.get(), &opened) != 0) return nullptr;
+    if (!S_ISREG(opened.st_mode)) {
+      s.skip(identity, "lock file " + path + " is not a regular file (" +
+                           (S_ISFIFO(opened.st_mode)  ? "a FIFO"
+                            : S_ISDIR(opened.st_mode) ? "a directory"
+                                                      : "a device or socket") +
+                           "); remove it");
+      return nullptr;
+    }
     while (!flock_retrying(file.get(), LOCK_EX | LOCK_NB)) {
       if (errno != EWOULDBLOCK) return nullptr;
       if (!waited) {
@@ -262,12 +331,8 @@ std::unique_ptr<CompileGuard> DiskCache::lock(const ProgramIdentity& identity) {
       }
       if (std::chrono::steady_clock::now() >= deadline) {
         s.lock_timeouts.fetch_add(1, std::memory_order_relaxed);
-        char seconds[32];
-        std::snprintf(
-            seconds, sizeof seconds, "%.1f",
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-        s.warn("waited " + std::string(seconds) + " s for another process to compile identity " +
-               identity.hex() + " (lock " + s.options.root.string() + "/" + kLocksDir + "/" + name +
+        s.warn("waited " + detail::seconds_text(std::chrono::steady_clock::now() - start) +
+               " s for another process to compile identity " + identity.hex() + " (lock " + path +
                "); compiling it in this process instead");
         return nullptr;
       }

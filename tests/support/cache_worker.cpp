@@ -156,7 +156,8 @@ int main(int argc, char** argv) {
                 {"write_failures", c.write_failures},
                 {"evicted", c.evicted},
                 {"lock_waits", c.lock_waits},
-                {"lock_timeouts", c.lock_timeouts}}}};
+                {"lock_timeouts", c.lock_timeouts},
+                {"skipped_identities", c.skipped_identities}}}};
   Json errors = Json::array();
   for (const auto& key : report.keys) {
     if (!key.error.empty()) errors.push_back(key.error);

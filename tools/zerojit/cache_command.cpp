@@ -174,10 +174,17 @@ int run_verify(const CacheOptions& options) {
       std::printf("BAD %s (%s): %s\n", entry.path.c_str(),
                   std::string(to_string(entry.problem)).c_str(), entry.detail.c_str());
     }
+    for (const CacheEntryInfo& entry : report.busy) {
+      std::printf("BUSY %s: %s; not checked\n", entry.path.c_str(), entry.detail.c_str());
+    }
     std::printf(
         "%zu entries checked: %zu valid, %zu bad%s\n", report.checked, report.valid,
         report.bad.size(),
         report.bad.empty() || options.set_aside ? "" : " (--set-aside moves them to quarantine/)");
+    if (!report.busy.empty()) {
+      std::printf("%zu entries held locked by other processes were not checked\n",
+                  report.busy.size());
+    }
   }
   return report.ok() ? kExitOk : kExitCacheBadEntries;
 }
