@@ -160,6 +160,9 @@ class DiskCache final : public ArtifactStore {
   std::optional<std::string> recall_nvrtc_version(std::string_view fingerprint) override;
   void remember_nvrtc_version(std::string_view fingerprint,
                               std::string_view version) noexcept override;
+  // The versions recorded in the entries/ directory of every layer and of the root (each
+  // publish records its artifact's version there), sorted, each once.
+  std::vector<std::string> recorded_nvrtc_versions() override;
 
   const DiskCacheOptions& options() const;
   // Opens the root if not yet done. `state_reason` says why it is not writable.

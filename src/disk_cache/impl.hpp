@@ -43,6 +43,9 @@ inline constexpr auto kEntryLockBound = std::chrono::seconds(10);
 inline constexpr std::size_t kMaxMemoBytes = 4096;
 inline constexpr std::string_view kMemoHeader = "zerojit-nvrtc-version 1";
 inline constexpr const char* kAllowSharedVariable = "ZEROJIT_CACHE_ALLOW_SHARED";
+// nvrtc-version/compiled-with-<version>: some entries of the root were compiled with that NVRTC
+// (beside the memos, which are named by 16 hex digits). A layer copied from a root has them.
+inline constexpr std::string_view kVersionRecordPrefix = "compiled-with-";
 
 bool env_flag(const char* name);
 // The variable's value, or nullptr when it is unset or empty.
@@ -68,6 +71,7 @@ struct DiskCacheImpl {
     std::string path;
     disk::Fd entries;
     bool writable = false;  // only the root, when it can be written
+    disk::Fd versions;      // its nvrtc-version/ directory, when it has a trusted one
   };
 
   // What reading one entry file found.
@@ -116,6 +120,9 @@ struct DiskCacheImpl {
   // the bound, or their lock file is not a regular file. Never waited for again.
   std::mutex skipped_mutex;
   std::set<ProgramIdentity> skipped;
+  // NVRTC versions this process has seen recorded in the root (so each is written once).
+  std::mutex recorded_mutex;
+  std::set<std::string> recorded;
 
   void warn(const std::string& text) const;
   void ensure_open();
@@ -159,6 +166,10 @@ struct DiskCacheImpl {
   // nvrtc_memo.cpp
   std::string memo_name(std::string_view fingerprint) const;
   static std::string memo_text(std::string_view fingerprint, std::string_view version);
+  // Records in the root that its entries include some compiled with NVRTC `version`.
+  void record_nvrtc_version(std::string_view version);
+  // Removes the root's version records (clear, once no entry is left).
+  std::size_t remove_version_records();
 };
 
 }  // namespace zerojit::detail

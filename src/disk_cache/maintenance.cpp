@@ -246,9 +246,14 @@ CacheGcReport DiskCache::clear() {
   if (s.writable_layer() != nullptr) {
     report.other_files_removed += s.remove_abandoned_files(true);
     report.other_files_removed += s.trim_quarantine(0);
+    // The version records describe the entries: they go with the last one.
+    if (s.scan_entries(*s.writable_layer()).empty()) {
+      report.other_files_removed += s.remove_version_records();
+    }
     if (s.memo.valid()) {
       for (const DirectoryEntry& item : list_directory(s.memo.get())) {
-        if (!item.name.starts_with(".") && ::unlinkat(s.memo.get(), item.name.c_str(), 0) == 0) {
+        if (!item.name.starts_with(".") && !item.name.starts_with(kVersionRecordPrefix) &&
+            ::unlinkat(s.memo.get(), item.name.c_str(), 0) == 0) {
           ++report.other_files_removed;
         }
       }

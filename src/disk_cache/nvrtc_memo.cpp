@@ -1,6 +1,7 @@
 // The NVRTC version memo (docs/CACHE.md, "NVRTC version memo"): a process whose keys are all
 // on disk never loads NVRTC just to name its version.
 #include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cinttypes>
@@ -19,6 +20,13 @@ namespace {
 
 std::uint64_t xxh64_of(std::string_view text) { return XXH3_64bits(text.data(), text.size()); }
 
+// What NVRTC's version looks like ("13.0"): anything else is never written or believed.
+bool plausible_version(std::string_view version) {
+  return !version.empty() && version.size() <= 32 &&
+         std::all_of(version.begin(), version.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || c == '.'; });
+}
+
 }  // namespace
 
 std::string DiskCacheImpl::memo_name(std::string_view fingerprint) const {
@@ -35,9 +43,56 @@ std::string DiskCacheImpl::memo_text(std::string_view fingerprint, std::string_v
   return body + checksum;
 }
 
+void DiskCacheImpl::record_nvrtc_version(std::string_view version) {
+  Layer* layer = writable_layer();
+  if (layer == nullptr || !plausible_version(version)) return;
+  {
+    std::lock_guard lock(recorded_mutex);
+    if (!recorded.insert(std::string(version)).second) return;
+  }
+  if (!memo.valid()) return;
+  const std::string name = std::string(disk::kVersionRecordPrefix) + std::string(version);
+  struct stat existing {};
+  if (::fstatat(memo.get(), name.c_str(), &existing, AT_SYMLINK_NOFOLLOW) == 0) return;
+  if (const int error = publish_file(
+          memo.get(), name,
+          "zerojit: entries here were compiled with NVRTC " + std::string(version) + "\n")) {
+    report_write_failure("the record of the NVRTC version", error);
+  }
+}
+
+std::size_t DiskCacheImpl::remove_version_records() {
+  if (writable_layer() == nullptr || !memo.valid()) return 0;
+  std::size_t removed = 0;
+  for (const disk::DirectoryEntry& item : disk::list_directory(memo.get())) {
+    if (item.name.starts_with(disk::kVersionRecordPrefix) &&
+        ::unlinkat(memo.get(), item.name.c_str(), 0) == 0) {
+      ++removed;
+    }
+  }
+  std::lock_guard lock(recorded_mutex);
+  recorded.clear();
+  return removed;
+}
+
 }  // namespace detail
 
 using namespace detail::disk;
+
+std::vector<std::string> DiskCache::recorded_nvrtc_versions() {
+  detail::DiskCacheImpl& s = *impl_;
+  s.ensure_open();
+  std::set<std::string> versions;
+  for (const auto& layer : s.layers) {
+    if (!layer.versions.valid()) continue;
+    for (const DirectoryEntry& item : list_directory(layer.versions.get())) {
+      if (!item.name.starts_with(kVersionRecordPrefix) || !S_ISREG(item.info.st_mode)) continue;
+      const std::string version = item.name.substr(kVersionRecordPrefix.size());
+      if (detail::plausible_version(version)) versions.insert(version);
+    }
+  }
+  return {versions.begin(), versions.end()};
+}
 
 std::optional<std::string> DiskCache::recall_nvrtc_version(std::string_view fingerprint) {
   detail::DiskCacheImpl& s = *impl_;
@@ -59,10 +114,8 @@ std::optional<std::string> DiskCache::recall_nvrtc_version(std::string_view fing
   const std::size_t end = start == std::string::npos ? start : text.find('\n', start + 1);
   if (end == std::string::npos) return std::nullopt;
   const std::string version = text.substr(start + 9, end - start - 9);
-  const bool plausible = !version.empty() && version.size() <= 32 &&
-                         std::all_of(version.begin(), version.end(),
-                                     [](char c) { return (c >= '0' && c <= '9') || c == '.'; });
-  if (!plausible || text != detail::DiskCacheImpl::memo_text(fingerprint, version)) {
+  if (!detail::plausible_version(version) ||
+      text != detail::DiskCacheImpl::memo_text(fingerprint, version)) {
     return std::nullopt;
   }
   return version;

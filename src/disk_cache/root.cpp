@@ -93,7 +93,14 @@ void DiskCacheImpl::open_read_only_layer(const std::filesystem::path& path) {
       }
     }
   }
-  layers.push_back(Layer{path.string(), std::move(entries), false});
+  // Its NVRTC version records, if it has them (a root copied as a layer does): optional, and
+  // ignored unless trusted like entries/.
+  Fd versions = open_directory_at(directory.get(), kMemoDir);
+  if (versions.valid() && !shared) {
+    struct stat info {};
+    if (::fstat(versions.get(), &info) != 0 || untrusted_because(info, false)) versions.reset();
+  }
+  layers.push_back(Layer{path.string(), std::move(entries), false, std::move(versions)});
 }
 
 void DiskCacheImpl::become_unusable(std::string why) {
@@ -196,7 +203,8 @@ void DiskCacheImpl::open_root() {
     }
   }
   root_layer = layers.size();
-  layers.push_back(Layer{path.string(), std::move(entries), can_write});
+  layers.push_back(Layer{path.string(), std::move(entries), can_write,
+                         memo.valid() ? Fd(::fcntl(memo.get(), F_DUPFD_CLOEXEC, 0)) : Fd()});
   if (can_write) {
     state = CacheRootState::writable;
   } else {

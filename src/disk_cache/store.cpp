@@ -252,6 +252,8 @@ std::optional<CompiledArtifact> DiskCache::find(const ProgramIdentity& identity)
     }
     if (read.decoded.ok()) {
       s.hits.fetch_add(1, std::memory_order_relaxed);
+      // A root written before versions were recorded learns its version from its entries.
+      if (s.layers[i].writable) s.record_nvrtc_version(read.decoded.artifact->nvrtc_version);
       return std::move(read.decoded.artifact);
     }
     s.handle_bad(i, name, read);
@@ -280,6 +282,7 @@ void DiskCache::publish(const CompiledArtifact& artifact) noexcept {
       return;
     }
     s.published.fetch_add(1, std::memory_order_relaxed);
+    s.record_nvrtc_version(artifact.nvrtc_version);
     s.evict(s.options.max_bytes, &name);
   } catch (...) {
     s.write_failures.fetch_add(1, std::memory_order_relaxed);  // e.g. out of memory

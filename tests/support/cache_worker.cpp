@@ -168,12 +168,18 @@ int main(int argc, char** argv) {
     out["warnings"] = warnings;
   }
   Json identities = Json::array();
-  const std::string nvrtc = zerojit::Runtime::instance().nvrtc_version();
-  for (const zerojit::ManifestEntry& entry : manifest.entries) {
-    identities.push_back(
-        {{"kernel", entry.kernel->name()},
-         {"key", entry.key_text},
-         {"identity", zerojit::compute_identity(entry.program(), arch, nvrtc).hex()}});
+  try {
+    const std::string nvrtc = zerojit::Runtime::instance().nvrtc_version();
+    out["nvrtc_version"] = nvrtc;
+    for (const zerojit::ManifestEntry& entry : manifest.entries) {
+      identities.push_back(
+          {{"kernel", entry.kernel->name()},
+           {"key", entry.key_text},
+           {"identity", zerojit::compute_identity(entry.program(), arch, nvrtc).hex()}});
+    }
+  } catch (const zerojit::UnavailableError& error) {
+    out["nvrtc_version"] = nullptr;  // no NVRTC and no single version recorded: no identities
+    out["nvrtc_error"] = error.what();
   }
   out["identities"] = std::move(identities);
   const std::string text = out.dump(-1, ' ', false, Json::error_handler_t::replace);

@@ -77,7 +77,7 @@ std::string WorkerRun::describe() const {
 }
 
 Worker::Worker(const std::string& program, const std::vector<std::string>& args,
-               const fs::path& scratch) {
+               const fs::path& scratch, const std::vector<std::string>& environment) {
   static int serial = 0;
   const std::string stem = "worker-" + std::to_string(::getpid()) + "-" + std::to_string(serial++);
   stdout_path_ = scratch / (stem + ".out");
@@ -87,13 +87,27 @@ Worker::Worker(const std::string& program, const std::vector<std::string>& args,
   std::vector<char*> argv;
   for (auto& arg : all) argv.push_back(arg.data());
   argv.push_back(nullptr);
+  std::vector<std::string> settings = environment;
+  for (char** variable = environ; *variable != nullptr; ++variable) {
+    const std::string_view text = *variable;
+    const std::string_view name = text.substr(0, text.find('='));
+    const bool replaced = std::any_of(environment.begin(), environment.end(), [&](const auto& set) {
+      return set.size() > name.size() && set.compare(0, name.size(), name) == 0 &&
+             set[name.size()] == '=';
+    });
+    if (!replaced) settings.emplace_back(text);
+  }
+  std::vector<char*> envp;
+  for (auto& setting : settings) envp.push_back(setting.data());
+  envp.push_back(nullptr);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 1, stdout_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
                                    0644);
   posix_spawn_file_actions_addopen(&actions, 2, stderr_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
                                    0644);
-  const int error = posix_spawn(&pid_, program.c_str(), &actions, nullptr, argv.data(), environ);
+  const int error =
+      posix_spawn(&pid_, program.c_str(), &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   if (error != 0) throw std::runtime_error("posix_spawn " + program + " failed");
 }
@@ -156,13 +170,15 @@ std::vector<std::string> DiskCacheProcesses::args(const fs::path& root,
 }
 
 std::unique_ptr<Worker> DiskCacheProcesses::start(const fs::path& root,
-                                                  std::vector<std::string> extra) {
+                                                  std::vector<std::string> extra,
+                                                  const std::vector<std::string>& environment) {
   return std::make_unique<Worker>(ZEROJIT_CACHE_WORKER, args(root, std::move(extra)),
-                                  scratch.path());
+                                  scratch.path(), environment);
 }
 
-WorkerRun DiskCacheProcesses::run(const fs::path& root, std::vector<std::string> extra) {
-  return start(root, std::move(extra))->wait();
+WorkerRun DiskCacheProcesses::run(const fs::path& root, std::vector<std::string> extra,
+                                  const std::vector<std::string>& environment) {
+  return start(root, std::move(extra), environment)->wait();
 }
 
 std::size_t DiskCacheProcesses::expect_all_valid(const fs::path& root) {
@@ -244,8 +260,9 @@ DiskCacheOptions DiskCacheStore::options(const fs::path& root) {
   return o;
 }
 
-ToolRun run_tool(const std::vector<std::string>& args, const fs::path& scratch) {
-  Worker tool(ZEROJIT_TOOL, args, scratch);
+ToolRun run_tool(const std::vector<std::string>& args, const fs::path& scratch,
+                 const std::vector<std::string>& environment) {
+  Worker tool(ZEROJIT_TOOL, args, scratch, environment);
   const WorkerRun run = tool.wait();
   return {run.exit_code, run.stdout_text, run.stderr_text};
 }

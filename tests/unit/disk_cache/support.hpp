@@ -68,7 +68,9 @@ struct WorkerRun {
 
 class Worker {
  public:
-  Worker(const std::string& program, const std::vector<std::string>& args, const fs::path& scratch);
+  // `environment`: NAME=VALUE settings that replace or add to this process's environment.
+  Worker(const std::string& program, const std::vector<std::string>& args, const fs::path& scratch,
+         const std::vector<std::string>& environment = {});
   ~Worker();
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
@@ -92,8 +94,10 @@ class DiskCacheProcesses : public ::testing::Test {
   void SetUp() override;
 
   std::vector<std::string> args(const fs::path& root, std::vector<std::string> extra = {}) const;
-  std::unique_ptr<Worker> start(const fs::path& root, std::vector<std::string> extra = {});
-  WorkerRun run(const fs::path& root, std::vector<std::string> extra = {});
+  std::unique_ptr<Worker> start(const fs::path& root, std::vector<std::string> extra = {},
+                                const std::vector<std::string>& environment = {});
+  WorkerRun run(const fs::path& root, std::vector<std::string> extra = {},
+                const std::vector<std::string>& environment = {});
 
   // Every entry of the root verifies; returns how many there are.
   static std::size_t expect_all_valid(const fs::path& root);
@@ -132,6 +136,7 @@ struct ToolRun {
   std::string err;
 };
 
-ToolRun run_tool(const std::vector<std::string>& args, const fs::path& scratch);
+ToolRun run_tool(const std::vector<std::string>& args, const fs::path& scratch,
+                 const std::vector<std::string>& environment = {});
 
 }  // namespace zerojit::test
