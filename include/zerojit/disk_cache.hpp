@@ -75,6 +75,10 @@ struct DiskCacheCounters {
   // Identities served without the disk tier: their entry was held locked by another process
   // past the bound, or their lock file is not a regular file (reported once each).
   std::uint64_t skipped_identities = 0;
+  // Compiled artifacts handed to publish and not written because the root cannot be written
+  // (read-only, unusable) or the identity was skipped: with hits and write_failures, what a
+  // caller needs to tell "nothing needed saving" from "something was lost".
+  std::uint64_t not_saved = 0;
 };
 
 // One entry file, as listed by the management API.

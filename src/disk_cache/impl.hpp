@@ -35,6 +35,9 @@ inline constexpr std::string_view kEntrySuffix = ".zjc";
 inline constexpr std::string_view kTemporaryPrefix = ".tmp-";
 // Damaged entries kept for inspection; older ones are deleted.
 inline constexpr std::size_t kQuarantineLimit = 16;
+// An entry's time may be this far ahead of the clock (a clock stepped back a little) and
+// still count as its last use; further ahead, it counts as never used.
+inline constexpr auto kClockSkewAllowance = std::chrono::seconds(60);
 // A temporary file this old that no process holds locked was left by a dead writer.
 inline constexpr auto kAbandonedAge = std::chrono::seconds(60);
 // The longest wait for an entry's own lock (a reader for a writer or an evicter, which hold it
@@ -107,7 +110,7 @@ struct DiskCacheImpl {
   std::string reason;
 
   std::atomic<std::uint64_t> hits{0}, misses{0}, bad_entries{0}, published{0}, write_failures{0},
-      evicted{0}, lock_waits{0}, lock_timeouts{0}, skipped_identities{0};
+      evicted{0}, lock_waits{0}, lock_timeouts{0}, skipped_identities{0}, not_saved{0};
   std::atomic<bool> write_failure_reported{false};
   std::atomic<std::uint64_t> temporary_counter{0};
 

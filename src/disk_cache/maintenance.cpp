@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 
 #include "disk_cache/impl.hpp"
 
@@ -25,12 +26,17 @@ std::string DiskCacheImpl::set_aside(Layer& layer, const std::string& name,
   if (read.have_info && !same_file(now, read.info)) return "already replaced";
   timespec time{};
   ::clock_gettime(CLOCK_REALTIME, &time);
+  char nanoseconds[16];
+  std::snprintf(nanoseconds, sizeof nanoseconds, "%09ld", static_cast<long>(time.tv_nsec));
   const std::string aside = name.substr(0, name.size() - kEntrySuffix.size()) + "." +
                             std::string(to_string(read.decoded.problem)) + "." +
                             std::to_string(::getpid()) + "." + std::to_string(time.tv_sec) +
-                            std::to_string(time.tv_nsec);
+                            nanoseconds;
   if (quarantine.valid() &&
       ::renameat(layer.entries.get(), name.c_str(), quarantine.get(), aside.c_str()) == 0) {
+    // Its time becomes the time it was set aside, so that trimming keeps the newest arrivals
+    // (a bad entry's own time may be anything, even in the future).
+    ::utimensat(quarantine.get(), aside.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);
     trim_quarantine(kQuarantineLimit);
     return "moved to " + options.root.string() + "/" + kQuarantineDir + "/" + aside;
   }
@@ -47,7 +53,8 @@ std::size_t DiskCacheImpl::trim_quarantine(std::size_t keep) {
   });
   std::size_t removed = 0;
   for (std::size_t i = keep; i < files.size(); ++i) {
-    if (::unlinkat(quarantine.get(), files[i].name.c_str(), 0) == 0) ++removed;
+    // A directory set aside (one planted under an entry name) goes with all it holds.
+    if (remove_tree_at(quarantine.get(), files[i].name)) ++removed;
   }
   return removed;
 }
@@ -92,6 +99,16 @@ CacheGcReport DiskCacheImpl::evict(std::uint64_t max_bytes, const std::string* k
   std::uint64_t total = 0;
   for (const ScannedEntry& entry : entries) {
     if (S_ISREG(entry.info.st_mode)) total += static_cast<std::uint64_t>(entry.info.st_size);
+  }
+  // An entry dated in the future (a clock that was ahead, a copy that kept another host's
+  // times) has no meaningful last use: it counts as never used, so that it goes first rather
+  // than outliving the entries in use. Its first use sets its time to now.
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  for (ScannedEntry& entry : entries) {
+    if (entry.info.st_mtim.tv_sec > now.tv_sec + kClockSkewAllowance.count()) {
+      entry.info.st_mtim = timespec{};
+    }
   }
   std::sort(entries.begin(), entries.end(), [](const ScannedEntry& a, const ScannedEntry& b) {
     if (mtime_before(a.info, b.info) != mtime_before(b.info, a.info)) {

@@ -133,6 +133,20 @@ std::string mode_text(mode_t mode) {
   return buffer;
 }
 
+bool remove_tree_at(int directory, const std::string& name, int depth) {
+  if (::unlinkat(directory, name.c_str(), 0) == 0 || errno == ENOENT) return true;
+  if (errno != EISDIR && errno != EPERM) return false;  // Linux says EISDIR, POSIX EPERM
+  if (depth <= 0) return false;
+  {
+    const Fd inner = open_directory_at(directory, name);
+    if (!inner.valid()) return false;
+    for (const DirectoryEntry& item : list_directory(inner.get())) {
+      remove_tree_at(inner.get(), item.name, depth - 1);
+    }
+  }
+  return ::unlinkat(directory, name.c_str(), AT_REMOVEDIR) == 0 || errno == ENOENT;
+}
+
 int make_directories(const std::filesystem::path& path, mode_t mode) {
   std::filesystem::path prefix;
   for (const std::filesystem::path& part : path) {

@@ -78,6 +78,11 @@ bool mtime_before(const struct stat& a, const struct stat& b);
 bool same_file(const struct stat& a, const struct stat& b);
 std::string mode_text(mode_t mode);
 
+// Removes `name` below `directory`, and everything below it when it is a directory, never
+// following a symbolic link (a link is removed as a name). Directories nested deeper than
+// `depth` are left. True when the name is gone.
+bool remove_tree_at(int directory, const std::string& name, int depth = 32);
+
 // Creates `path` and its missing parents with `mode`. Returns 0 or the errno.
 int make_directories(const std::filesystem::path& path, mode_t mode);
 

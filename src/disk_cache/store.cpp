@@ -224,6 +224,7 @@ DiskCacheCounters DiskCache::counters() const {
   c.lock_waits = s.lock_waits.load(std::memory_order_relaxed);
   c.lock_timeouts = s.lock_timeouts.load(std::memory_order_relaxed);
   c.skipped_identities = s.skipped_identities.load(std::memory_order_relaxed);
+  c.not_saved = s.not_saved.load(std::memory_order_relaxed);
   return c;
 }
 
@@ -267,8 +268,11 @@ void DiskCache::publish(const CompiledArtifact& artifact) noexcept {
   try {
     s.ensure_open();
     detail::DiskCacheImpl::Layer* layer = s.writable_layer();
-    if (layer == nullptr) return;  // read-only or unusable: reported once when opened
-    if (s.is_skipped(artifact.identity)) return;
+    if (layer == nullptr || s.is_skipped(artifact.identity)) {
+      // Read-only or unusable (reported once when opened), or skipped (reported then).
+      s.not_saved.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
     const std::string what = artifact.kernel_name + " [" + artifact.key_text + "]";
     const std::string bytes = encode_entry(artifact);
     if (bytes.size() > s.options.max_bytes) {

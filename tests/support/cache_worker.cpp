@@ -157,7 +157,8 @@ int main(int argc, char** argv) {
                 {"evicted", c.evicted},
                 {"lock_waits", c.lock_waits},
                 {"lock_timeouts", c.lock_timeouts},
-                {"skipped_identities", c.skipped_identities}}}};
+                {"skipped_identities", c.skipped_identities},
+                {"not_saved", c.not_saved}}}};
   Json errors = Json::array();
   for (const auto& key : report.keys) {
     if (!key.error.empty()) errors.push_back(key.error);

@@ -145,5 +145,80 @@ TEST_F(DiskCacheStore, GcRemovesWhatDeadProcessesLeftAndNothingLiveOnes) {
   ::close(live_writer);
 }
 
+TEST_F(DiskCacheStore, QuarantineKeepsTheNewestSixteenAndClearEmptiesItDirectoriesToo) {
+  const fs::path root = dir / "cache";
+  DiskCache cache(options(root));
+  ASSERT_EQ(cache.state(), CacheRootState::writable);
+  // Twenty bad entries, every fourth a directory (holding a file and a link) planted under
+  // an entry name: each is set aside when met, and the quarantine stays at 16.
+  std::vector<CompiledArtifact> artifacts;
+  for (int i = 0; i < 20; ++i) {
+    artifacts.push_back(synthetic_artifact(400 + i));
+    const fs::path entry = root / "entries" / (artifacts.back().identity.hex() + ".zjc");
+    if (i % 4 == 0) {
+      fs::create_directories(entry / "inner");
+      write_file(entry / "inner" / "file", "x");
+      fs::create_symlink(dir / "outside", entry / "link");
+    } else {
+      write_file(entry, "not an entry");
+    }
+    EXPECT_FALSE(cache.find(artifacts.back().identity));
+    EXPECT_LE(count_files(root / "quarantine"), 16u) << "after " << i + 1;
+  }
+  EXPECT_EQ(count_files(root / "quarantine"), 16u);
+  EXPECT_EQ(warnings.size(), 20u);
+  EXPECT_EQ(cache.counters().bad_entries, 20u);
+  // The newest sixteen arrivals are the ones kept.
+  for (int i = 4; i < 20; ++i) {
+    bool kept = false;
+    for (const auto& item : fs::directory_iterator(root / "quarantine")) {
+      kept = kept || item.path().filename().string().starts_with(
+                         artifacts[static_cast<std::size_t>(i)].identity.hex());
+    }
+    EXPECT_TRUE(kept) << i;
+  }
+  const CacheGcReport cleared = cache.clear();
+  EXPECT_EQ(count_files(root / "quarantine"), 0u) << "directories set aside are removed too";
+  EXPECT_GE(cleared.other_files_removed, 16u);
+}
+
+TEST_F(DiskCacheStore, EntriesDatedInTheFutureAreEvictedBeforeTheEntriesInUse) {
+  const fs::path root = dir / "cache";
+  std::vector<CompiledArtifact> artifacts;
+  for (int i = 0; i < 4; ++i) artifacts.push_back(synthetic_artifact(500 + i, 10000));
+  const std::uint64_t entry_bytes = encode_entry(artifacts[0]).size();
+  DiskCacheOptions o = options(root);
+  o.max_bytes = 2 * entry_bytes + entry_bytes / 2;  // room for two
+  {
+    DiskCache writer(options(root));
+    for (const CompiledArtifact& artifact : artifacts) writer.publish(artifact);
+  }
+  // 1 and 3 come from a clock ten years ahead; 0 and 2 are in use.
+  auto entry = [&](int i) {
+    return root / "entries" / (artifacts[static_cast<std::size_t>(i)].identity.hex() + ".zjc");
+  };
+  const timespec future[2] = {{::time(nullptr) + 315360000, 0}, {::time(nullptr) + 315360000, 0}};
+  for (int i : {1, 3}) ASSERT_EQ(::utimensat(AT_FDCWD, entry(i).c_str(), future, 0), 0);
+  DiskCache cache(o);
+  ASSERT_TRUE(cache.find(artifacts[0].identity));
+  ASSERT_TRUE(cache.find(artifacts[2].identity));
+  const CacheGcReport report = cache.gc();
+  EXPECT_EQ(report.removed, 2u);
+  EXPECT_TRUE(fs::exists(entry(0)));
+  EXPECT_TRUE(fs::exists(entry(2)));
+  EXPECT_FALSE(fs::exists(entry(1)));
+  EXPECT_FALSE(fs::exists(entry(3)));
+
+  // A future entry that is used gets its time fixed: it then ages like any other.
+  DiskCache writer(options(root));
+  writer.publish(artifacts[1]);
+  ASSERT_EQ(::utimensat(AT_FDCWD, entry(1).c_str(), future, 0), 0);
+  ASSERT_TRUE(writer.find(artifacts[1].identity));
+  struct stat info {};
+  ASSERT_EQ(::stat(entry(1).c_str(), &info), 0);
+  EXPECT_LE(info.st_mtim.tv_sec, ::time(nullptr) + 1);
+  EXPECT_TRUE(warnings.empty());
+}
+
 }  // namespace
 }  // namespace zerojit::test

@@ -294,5 +294,27 @@ TEST_F(DiskCacheProcesses, ADeadLockHolderIsTakenOverAndALiveOneTimesOut) {
   live->wait();
 }
 
+TEST_F(DiskCacheProcesses, AReadOnlyRootSaysWhetherAnythingWentUnsaved) {
+  // Warm, then read-only: every key from disk, nothing needed saving (a warning, no loss).
+  const fs::path warmed = scratch / "warmed";
+  expect_warm(run(warmed), kExampleKeys, 0);
+  fs::permissions(warmed / "entries", fs::perms::owner_write, fs::perm_options::remove);
+  const WorkerRun used = run(warmed, {"--drop-write-override"});
+  expect_warm(used, 0, kExampleKeys);
+  EXPECT_EQ(used.out["state"], "read-only");
+  EXPECT_EQ(used.counter("hits"), kExampleKeys);
+  EXPECT_EQ(used.counter("not_saved"), 0);
+  EXPECT_EQ(used.counter("write_failures"), 0);
+
+  // One entry missing: it is compiled, and counted as not saved.
+  fs::permissions(warmed / "entries", fs::perms::owner_write, fs::perm_options::add);
+  fs::remove(warmed / "entries" / entry_files(warmed)[0]);
+  fs::permissions(warmed / "entries", fs::perms::owner_write, fs::perm_options::remove);
+  const WorkerRun lost = run(warmed, {"--drop-write-override"});
+  expect_warm(lost, 1, kExampleKeys - 1);
+  EXPECT_EQ(lost.counter("not_saved"), 1);
+  fs::permissions(warmed / "entries", fs::perms::owner_write, fs::perm_options::add);
+}
+
 }  // namespace
 }  // namespace zerojit::test
