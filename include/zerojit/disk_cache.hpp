@@ -176,6 +176,11 @@ class DiskCache final : public ArtifactStore {
 
   // Management (the `zerojit cache` tool). Every entry of every layer, read-only layers first.
   std::vector<CacheEntryInfo> list();
+  // The root's own entry for `identity` (not a layer's), read and verified, not touched:
+  // std::nullopt when the root has none; else with `problem` or `busy` set when it cannot be
+  // used. What a pack built into the root will serve (`zerojit warmup --compile-only
+  // --cache-dir` checks every key of its manifest with it).
+  std::optional<CacheEntryInfo> root_entry(const ProgramIdentity& identity);
   // Reads and checks every entry; with `set_aside`, bad entries of the root go to quarantine/.
   CacheVerifyReport verify(bool set_aside = false);
   // Trims the root to `max_bytes` (default: the quota), least recently used first, skipping

@@ -126,6 +126,11 @@ struct DiskCacheImpl {
   // NVRTC versions this process has seen recorded in the root (so each is written once).
   std::mutex recorded_mutex;
   std::set<std::string> recorded;
+  // The root's entries this process published or served: its evictions leave them (a pack
+  // being built must not evict its own first keys), `gc` and `clear` do not.
+  std::mutex in_use_mutex;
+  std::set<std::string> in_use;
+  std::atomic<bool> over_quota_reported{false};
 
   void warn(const std::string& text) const;
   void ensure_open();
@@ -161,8 +166,14 @@ struct DiskCacheImpl {
   std::vector<ScannedEntry> scan_entries(const Layer& layer);
   RemoveOutcome remove_entry_if_idle(int directory, const std::string& name,
                                      const struct stat& listed);
-  // Least-recently-used eviction down to `max_bytes`; `keep` (just published) stays.
-  CacheGcReport evict(std::uint64_t max_bytes, const std::string* keep);
+  // Least-recently-used eviction down to `max_bytes`; the names in `keep` stay.
+  CacheGcReport evict(std::uint64_t max_bytes, const std::set<std::string>& keep);
+  // Notes that this process uses the root's entry `name` (published or served it), so that
+  // its own evictions never remove it.
+  void mark_in_use(const std::string& name);
+  // The entry of `name` in `layer`, read and verified against its name, not touched.
+  CacheEntryInfo describe_entry(const Layer& layer, const std::string& name,
+                                const struct stat& listed, bool& absent);
   // Temporaries of dead writers (unlocked and old) and lock files no process holds.
   std::size_t remove_abandoned_files(bool all_temporaries);
 

@@ -90,7 +90,12 @@ DiskCacheImpl::RemoveOutcome DiskCacheImpl::remove_entry_if_idle(int directory,
   return ::unlinkat(directory, name.c_str(), 0) == 0 ? RemoveOutcome::removed : RemoveOutcome::gone;
 }
 
-CacheGcReport DiskCacheImpl::evict(std::uint64_t max_bytes, const std::string* keep) {
+void DiskCacheImpl::mark_in_use(const std::string& name) {
+  std::lock_guard lock(in_use_mutex);
+  in_use.insert(name);
+}
+
+CacheGcReport DiskCacheImpl::evict(std::uint64_t max_bytes, const std::set<std::string>& keep) {
   CacheGcReport report;
   report.quota_bytes = max_bytes;
   Layer* layer = writable_layer();
@@ -119,7 +124,7 @@ CacheGcReport DiskCacheImpl::evict(std::uint64_t max_bytes, const std::string* k
   std::set<std::string> removed;
   for (const ScannedEntry& entry : entries) {
     if (total <= max_bytes) break;
-    if (keep != nullptr && entry.name == *keep) continue;
+    if (keep.count(entry.name) != 0) continue;
     const auto size = static_cast<std::uint64_t>(entry.info.st_size);
     switch (remove_entry_if_idle(layer->entries.get(), entry.name, entry.info)) {
       case RemoveOutcome::removed:
@@ -170,6 +175,39 @@ std::size_t DiskCacheImpl::remove_abandoned_files(bool all_temporaries) {
   return removed;
 }
 
+CacheEntryInfo DiskCacheImpl::describe_entry(const Layer& layer, const std::string& name,
+                                             const struct stat& listed, bool& absent) {
+  CacheEntryInfo info;
+  info.layer = layer.path;
+  info.read_only = !layer.writable;
+  info.path = layer.path + "/" + kEntriesDir + "/" + name;
+  info.identity = name.substr(0, name.size() - kEntrySuffix.size());
+  const std::optional<ProgramIdentity> named = identity_of_entry_name(name);
+  ReadResult read;
+  if (named) {
+    read = read_entry(layer, name, &*named, false);
+  } else {
+    read.decoded.problem = EntryProblem::foreign;
+    read.decoded.detail = "its name is not <32 hex digits>.zjc";
+    read.info = listed;
+    read.have_info = true;
+  }
+  absent = read.absent;
+  const struct stat& stat_info = read.have_info ? read.info : listed;
+  info.size_bytes = static_cast<std::uint64_t>(stat_info.st_size);
+  info.age_seconds = std::max(0.0, seconds_since(stat_info.st_mtim));
+  info.problem = read.decoded.problem;
+  info.detail = read.decoded.detail;
+  info.busy = read.busy;
+  if (read.decoded.artifact) {
+    info.kernel = read.decoded.artifact->kernel_name;
+    info.key = read.decoded.artifact->key_text;
+    info.arch = read.decoded.artifact->arch;
+    info.nvrtc_version = read.decoded.artifact->nvrtc_version;
+  }
+  return info;
+}
+
 }  // namespace detail
 
 using namespace detail::disk;
@@ -183,38 +221,28 @@ std::vector<CacheEntryInfo> DiskCache::list() {
     std::sort(entries.begin(), entries.end(),
               [](const auto& a, const auto& b) { return a.name < b.name; });
     for (const auto& entry : entries) {
-      CacheEntryInfo info;
-      info.layer = layer.path;
-      info.read_only = !layer.writable;
-      info.path = layer.path + "/" + kEntriesDir + "/" + entry.name;
-      info.identity = entry.name.substr(0, entry.name.size() - kEntrySuffix.size());
-      const std::optional<ProgramIdentity> named = identity_of_entry_name(entry.name);
-      detail::DiskCacheImpl::ReadResult read;
-      if (named) {
-        read = s.read_entry(layer, entry.name, &*named, false);
-      } else {
-        read.decoded.problem = EntryProblem::foreign;
-        read.decoded.detail = "its name is not <32 hex digits>.zjc";
-        read.info = entry.info;
-        read.have_info = true;
-      }
-      if (read.absent) continue;  // removed while listing
-      const struct stat& stat_info = read.have_info ? read.info : entry.info;
-      info.size_bytes = static_cast<std::uint64_t>(stat_info.st_size);
-      info.age_seconds = std::max(0.0, seconds_since(stat_info.st_mtim));
-      info.problem = read.decoded.problem;
-      info.detail = read.decoded.detail;
-      info.busy = read.busy;
-      if (read.decoded.artifact) {
-        info.kernel = read.decoded.artifact->kernel_name;
-        info.key = read.decoded.artifact->key_text;
-        info.arch = read.decoded.artifact->arch;
-        info.nvrtc_version = read.decoded.artifact->nvrtc_version;
-      }
-      out.push_back(std::move(info));
+      bool absent = false;
+      CacheEntryInfo info = s.describe_entry(layer, entry.name, entry.info, absent);
+      if (!absent) out.push_back(std::move(info));  // else removed while listing
     }
   }
   return out;
+}
+
+std::optional<CacheEntryInfo> DiskCache::root_entry(const ProgramIdentity& identity) {
+  detail::DiskCacheImpl& s = *impl_;
+  s.ensure_open();
+  if (!s.root_layer) return std::nullopt;
+  const detail::DiskCacheImpl::Layer& root = s.layers[*s.root_layer];
+  const std::string name = entry_name(identity);
+  struct stat listed {};
+  if (::fstatat(root.entries.get(), name.c_str(), &listed, AT_SYMLINK_NOFOLLOW) != 0) {
+    return std::nullopt;
+  }
+  bool absent = false;
+  CacheEntryInfo info = s.describe_entry(root, name, listed, absent);
+  if (absent) return std::nullopt;
+  return info;
 }
 
 CacheVerifyReport DiskCache::verify(bool set_aside) {
@@ -247,7 +275,7 @@ CacheVerifyReport DiskCache::verify(bool set_aside) {
 CacheGcReport DiskCache::gc(std::optional<std::uint64_t> max_bytes) {
   detail::DiskCacheImpl& s = *impl_;
   s.ensure_open();
-  CacheGcReport report = s.evict(max_bytes.value_or(s.options.max_bytes), nullptr);
+  CacheGcReport report = s.evict(max_bytes.value_or(s.options.max_bytes), {});
   if (s.writable_layer() != nullptr) {
     report.other_files_removed += s.remove_abandoned_files(false);
     report.other_files_removed += s.trim_quarantine(kQuarantineLimit);
@@ -258,7 +286,7 @@ CacheGcReport DiskCache::gc(std::optional<std::uint64_t> max_bytes) {
 CacheGcReport DiskCache::clear() {
   detail::DiskCacheImpl& s = *impl_;
   s.ensure_open();
-  CacheGcReport report = s.evict(0, nullptr);
+  CacheGcReport report = s.evict(0, {});
   report.quota_bytes = 0;
   if (s.writable_layer() != nullptr) {
     report.other_files_removed += s.remove_abandoned_files(true);

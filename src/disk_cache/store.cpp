@@ -254,7 +254,10 @@ std::optional<CompiledArtifact> DiskCache::find(const ProgramIdentity& identity)
     if (read.decoded.ok()) {
       s.hits.fetch_add(1, std::memory_order_relaxed);
       // A root written before versions were recorded learns its version from its entries.
-      if (s.layers[i].writable) s.record_nvrtc_version(read.decoded.artifact->nvrtc_version);
+      if (s.layers[i].writable) {
+        s.mark_in_use(name);
+        s.record_nvrtc_version(read.decoded.artifact->nvrtc_version);
+      }
       return std::move(read.decoded.artifact);
     }
     s.handle_bad(i, name, read);
@@ -287,7 +290,21 @@ void DiskCache::publish(const CompiledArtifact& artifact) noexcept {
     }
     s.published.fetch_add(1, std::memory_order_relaxed);
     s.record_nvrtc_version(artifact.nvrtc_version);
-    s.evict(s.options.max_bytes, &name);
+    s.mark_in_use(name);
+    std::set<std::string> keep;
+    {
+      std::lock_guard lock(s.in_use_mutex);
+      keep = s.in_use;
+    }
+    const CacheGcReport evicted = s.evict(s.options.max_bytes, keep);
+    if (evicted.kept_bytes > s.options.max_bytes && evicted.busy == 0 &&
+        !s.over_quota_reported.exchange(true)) {
+      s.warn("the entries in " + s.options.root.string() + " (" + human_bytes(evicted.kept_bytes) +
+             ") stay over its quota of " + human_bytes(s.options.max_bytes) +
+             ": this process uses " + std::to_string(keep.size()) +
+             " of them, and never evicts what it uses; raise ZEROJIT_CACHE_MAX_BYTES "
+             "(DiskCacheOptions::max_bytes) to hold them");
+    }
   } catch (...) {
     s.write_failures.fetch_add(1, std::memory_order_relaxed);  // e.g. out of memory
   }

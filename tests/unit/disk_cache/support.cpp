@@ -3,10 +3,12 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <fstream>
 #include <stdexcept>
 
@@ -16,6 +18,26 @@
 extern char** environ;
 
 namespace zerojit::test {
+
+namespace {
+
+// This process's environment with the NAME=VALUE settings of `environment` replacing or
+// adding to it.
+std::vector<std::string> environment_with(const std::vector<std::string>& environment) {
+  std::vector<std::string> settings = environment;
+  for (char** variable = environ; *variable != nullptr; ++variable) {
+    const std::string_view text = *variable;
+    const std::string_view name = text.substr(0, text.find('='));
+    const bool replaced = std::any_of(environment.begin(), environment.end(), [&](const auto& set) {
+      return set.size() > name.size() && set.compare(0, name.size(), name) == 0 &&
+             set[name.size()] == '=';
+    });
+    if (!replaced) settings.emplace_back(text);
+  }
+  return settings;
+}
+
+}  // namespace
 
 TempDir::TempDir() {
   std::string pattern = (fs::temp_directory_path() / "zerojit-cache-test-XXXXXX").string();
@@ -87,16 +109,7 @@ Worker::Worker(const std::string& program, const std::vector<std::string>& args,
   std::vector<char*> argv;
   for (auto& arg : all) argv.push_back(arg.data());
   argv.push_back(nullptr);
-  std::vector<std::string> settings = environment;
-  for (char** variable = environ; *variable != nullptr; ++variable) {
-    const std::string_view text = *variable;
-    const std::string_view name = text.substr(0, text.find('='));
-    const bool replaced = std::any_of(environment.begin(), environment.end(), [&](const auto& set) {
-      return set.size() > name.size() && set.compare(0, name.size(), name) == 0 &&
-             set[name.size()] == '=';
-    });
-    if (!replaced) settings.emplace_back(text);
-  }
+  std::vector<std::string> settings = environment_with(environment);
   std::vector<char*> envp;
   for (auto& setting : settings) envp.push_back(setting.data());
   envp.push_back(nullptr);
@@ -265,6 +278,63 @@ ToolRun run_tool(const std::vector<std::string>& args, const fs::path& scratch,
   Worker tool(ZEROJIT_TOOL, args, scratch, environment);
   const WorkerRun run = tool.wait();
   return {run.exit_code, run.stdout_text, run.stderr_text};
+}
+
+namespace {
+
+std::string drain(int fd) {
+  std::string out;
+  char buffer[4096];
+  while (true) {
+    const ssize_t got = ::read(fd, buffer, sizeof buffer);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    out.append(buffer, static_cast<std::size_t>(got));
+  }
+  ::close(fd);
+  return out;
+}
+
+}  // namespace
+
+ToolRun run_tool_with_file_size_limit(const std::vector<std::string>& args,
+                                      std::uint64_t file_size_limit,
+                                      const std::vector<std::string>& environment) {
+  std::vector<std::string> all{ZEROJIT_TOOL};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& arg : all) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> settings = environment_with(environment);
+  std::vector<char*> envp;
+  for (auto& setting : settings) envp.push_back(setting.data());
+  envp.push_back(nullptr);
+  int out[2], err[2];
+  if (::pipe(out) != 0 || ::pipe(err) != 0) throw std::runtime_error("pipe failed");
+  const rlimit limit{static_cast<rlim_t>(file_size_limit), static_cast<rlim_t>(file_size_limit)};
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {  // only async-signal-safe calls until exec
+    ::signal(SIGXFSZ, SIG_IGN);
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    ::dup2(out[1], 1);
+    ::dup2(err[1], 2);
+    ::close(out[0]);
+    ::close(err[0]);
+    ::execve(argv[0], argv.data(), envp.data());
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  ::close(err[1]);
+  ToolRun run;
+  // Standard error first would deadlock only past 64 KiB of standard output; the tool prints
+  // a few lines.
+  run.out = drain(out[0]);
+  run.err = drain(err[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return run;
 }
 
 }  // namespace zerojit::test

@@ -139,4 +139,11 @@ struct ToolRun {
 ToolRun run_tool(const std::vector<std::string>& args, const fs::path& scratch,
                  const std::vector<std::string>& environment = {});
 
+// The tool with no file allowed to grow past `file_size_limit` bytes (RLIMIT_FSIZE, SIGXFSZ
+// ignored): its writes then fail with EFBIG, as on a full filesystem. Its output goes through
+// pipes, which the limit does not cover.
+ToolRun run_tool_with_file_size_limit(const std::vector<std::string>& args,
+                                      std::uint64_t file_size_limit,
+                                      const std::vector<std::string>& environment = {});
+
 }  // namespace zerojit::test
