@@ -107,8 +107,20 @@ bool resolve(void* library, Fn& slot, const char* name, std::string& reason) {
   return slot != nullptr;
 }
 
+// ZEROJIT_NVRTC_DISABLE=1: behave as on a host without NVRTC, although one is installed (the
+// loader's cache would find it whatever the environment says). Tests use it to prove that an
+// ahead-of-time pack serves alone.
+bool nvrtc_disabled() {
+  const char* value = env("ZEROJIT_NVRTC_DISABLE");
+  return value != nullptr && std::string_view(value) == "1";
+}
+
 NvrtcState load_nvrtc() {
   NvrtcState state;
+  if (nvrtc_disabled()) {
+    state.reason = "NVRTC is disabled (ZEROJIT_NVRTC_DISABLE=1)";
+    return state;
+  }
   if (auto problem = explicit_variable_problem()) {
     state.reason = "NVRTC not loaded: " + *problem;
     return state;
@@ -231,6 +243,7 @@ std::string nvrtc_version() {
 }
 
 std::string nvrtc_library_path() {
+  if (nvrtc_disabled()) return {};
   std::error_code ec;
   if (explicit_variable_problem()) return {};
   if (const char* explicit_path = env("ZEROJIT_NVRTC_LIBRARY")) return explicit_path;

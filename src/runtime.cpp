@@ -6,6 +6,7 @@
 
 #include "zerojit/compiler.hpp"
 #include "zerojit/disk_cache.hpp"
+#include "zerojit/error.hpp"
 
 namespace zerojit {
 namespace {
@@ -61,7 +62,26 @@ std::string Runtime::nvrtc_version() {
       return nvrtc_version_;
     }
   }
-  nvrtc_version_ = zerojit::nvrtc_version();  // loads NVRTC; throws UnavailableError without it
+  try {
+    nvrtc_version_ = zerojit::nvrtc_version();  // loads NVRTC; throws UnavailableError without it
+  } catch (const UnavailableError& error) {
+    // No NVRTC on this host (a serving image with only an ahead-of-time pack): nothing can be
+    // compiled, but entries compiled elsewhere can be found under the version they record,
+    // when they record exactly one. With several, no choice is safe: say so.
+    const std::vector<std::string> recorded =
+        store_ ? store_->recorded_nvrtc_versions() : std::vector<std::string>{};
+    if (recorded.size() == 1) {
+      nvrtc_version_ = recorded.front();
+      return nvrtc_version_;
+    }
+    if (recorded.empty()) throw;
+    std::string versions;
+    for (const std::string& version : recorded)
+      versions += (versions.empty() ? "" : ", ") + version;
+    throw UnavailableError(std::string(error.what()) + "; the cache (" + store_->describe() +
+                           ") records entries of several NVRTC versions (" + versions +
+                           "), so none can be chosen without NVRTC");
+  }
   if (store_ && !fingerprint.empty()) store_->remember_nvrtc_version(fingerprint, nvrtc_version_);
   return nvrtc_version_;
 }

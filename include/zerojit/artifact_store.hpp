@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "zerojit/compiler.hpp"
 
@@ -39,6 +40,12 @@ class ArtifactStore {
   virtual std::optional<std::string> recall_nvrtc_version(std::string_view fingerprint) = 0;
   virtual void remember_nvrtc_version(std::string_view fingerprint,
                                       std::string_view version) noexcept = 0;
+
+  // The NVRTC versions the stored artifacts were compiled with, as the store records them.
+  // A process that cannot load NVRTC at all (a serving image with only an ahead-of-time pack)
+  // computes its identities with the version when exactly one is recorded
+  // (Runtime::nvrtc_version), so that the pack's entries are found and verified.
+  virtual std::vector<std::string> recorded_nvrtc_versions() { return {}; }
 };
 
 }  // namespace zerojit

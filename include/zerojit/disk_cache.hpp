@@ -38,8 +38,10 @@ struct DiskCacheOptions {
   std::vector<std::filesystem::path> read_only_layers;
   // Least-recently-used entries of the root are evicted beyond this many bytes.
   std::uint64_t max_bytes = kDefaultCacheQuotaBytes;
-  // How long a process waits for another one compiling the same identity before compiling it
-  // itself.
+  // The longest any wait on another process lasts. A process waits this long for another one
+  // compiling the same identity before compiling it itself, and at most 10 s of it for an
+  // entry another process holds locked (writing or evicting it); past that, it compiles the
+  // identity itself and leaves the disk out for it (DiskCacheCounters::skipped_identities).
   std::chrono::milliseconds lock_timeout{std::chrono::minutes(2)};
   // Accept a root (or layer) that other users can write. They could plant compiled code, so
   // this is for caches shared by users who trust each other. ZEROJIT_CACHE_ALLOW_SHARED=1 in
@@ -70,6 +72,13 @@ struct DiskCacheCounters {
   std::uint64_t evicted = 0;         // entries removed to stay under the quota
   std::uint64_t lock_waits = 0;      // lookups that waited for another process's compile
   std::uint64_t lock_timeouts = 0;   // waits that gave up and compiled here
+  // Identities served without the disk tier: their entry was held locked by another process
+  // past the bound, or their lock file is not a regular file (reported once each).
+  std::uint64_t skipped_identities = 0;
+  // Compiled artifacts handed to publish and not written because the root cannot be written
+  // (read-only, unusable) or the identity was skipped: with hits and write_failures, what a
+  // caller needs to tell "nothing needed saving" from "something was lost".
+  std::uint64_t not_saved = 0;
 };
 
 // One entry file, as listed by the management API.
@@ -86,16 +95,19 @@ struct CacheEntryInfo {
   double age_seconds = 0.0;  // since it was last used (or written)
   EntryProblem problem = EntryProblem::none;
   std::string detail;  // what is wrong with it, when something is
+  // Another process held it locked past the bound, so it was not read: neither ok nor bad.
+  bool busy = false;
 };
 // [{"identity":..., "kernel":..., "key":..., "arch":..., "nvrtc":..., "size":...,
-//   "age_seconds":..., "layer":..., "read_only":..., "status":"ok"|<problem>, ...}, ...]
+//   "age_seconds":..., "layer":..., "read_only":..., "status":"ok"|"busy"|<problem>, ...}]
 std::string to_json(const std::vector<CacheEntryInfo>& entries);
 
 struct CacheVerifyReport {
-  std::size_t checked = 0;
+  std::size_t checked = 0;  // valid + bad + busy
   std::size_t valid = 0;
-  std::vector<CacheEntryInfo> bad;  // with their problem and detail
-  bool set_aside = false;           // bad entries of the root were moved to quarantine/
+  std::vector<CacheEntryInfo> bad;   // with their problem and detail
+  std::vector<CacheEntryInfo> busy;  // held locked by another process: not checked
+  bool set_aside = false;            // bad entries of the root were moved to quarantine/
   bool ok() const { return bad.empty(); }
   std::string to_json() const;
 };
@@ -152,6 +164,9 @@ class DiskCache final : public ArtifactStore {
   std::optional<std::string> recall_nvrtc_version(std::string_view fingerprint) override;
   void remember_nvrtc_version(std::string_view fingerprint,
                               std::string_view version) noexcept override;
+  // The versions recorded in the entries/ directory of every layer and of the root (each
+  // publish records its artifact's version there), sorted, each once.
+  std::vector<std::string> recorded_nvrtc_versions() override;
 
   const DiskCacheOptions& options() const;
   // Opens the root if not yet done. `state_reason` says why it is not writable.
@@ -161,6 +176,11 @@ class DiskCache final : public ArtifactStore {
 
   // Management (the `zerojit cache` tool). Every entry of every layer, read-only layers first.
   std::vector<CacheEntryInfo> list();
+  // The root's own entry for `identity` (not a layer's), read and verified, not touched:
+  // std::nullopt when the root has none; else with `problem` or `busy` set when it cannot be
+  // used. What a pack built into the root will serve (`zerojit warmup --compile-only
+  // --cache-dir` checks every key of its manifest with it).
+  std::optional<CacheEntryInfo> root_entry(const ProgramIdentity& identity);
   // Reads and checks every entry; with `set_aside`, bad entries of the root go to quarantine/.
   CacheVerifyReport verify(bool set_aside = false);
   // Trims the root to `max_bytes` (default: the quota), least recently used first, skipping
@@ -187,7 +207,7 @@ class DiskCache final : public ArtifactStore {
 std::optional<std::filesystem::path> default_cache_root();
 
 // Options from the environment: the default root, ZEROJIT_CACHE_READONLY_DIRS (read-only
-// layers, ':'-separated), ZEROJIT_CACHE_MAX_BYTES (quota; K, M, G suffixes),
+// layers, ':'-separated), ZEROJIT_CACHE_MAX_BYTES (quota; parse_byte_size's forms),
 // ZEROJIT_CACHE_LOCK_TIMEOUT_S and ZEROJIT_CACHE_ALLOW_SHARED. Throws zerojit::Error naming
 // the variable when one is malformed.
 DiskCacheOptions default_disk_cache_options();

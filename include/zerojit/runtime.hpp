@@ -34,6 +34,9 @@ class Runtime {
   // The NVRTC version that goes into every identity. Once NVRTC is loaded, its own answer;
   // before that, the store's memo for the library file NVRTC would be loaded from (so a
   // process served entirely from disk never loads NVRTC); else NVRTC is loaded to ask it.
+  // Where NVRTC cannot be loaded at all, the one version the store records for its entries
+  // (ArtifactStore::recorded_nvrtc_versions), so that a pack serves; UnavailableError when it
+  // records none or several.
   std::string nvrtc_version();
 
   // Where compiles run: the latest installed executor still alive, or nullptr (this process).

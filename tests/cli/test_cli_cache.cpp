@@ -107,7 +107,7 @@ TEST_F(ZerojitToolCache, SizesReadTheSameInOptionsAndEnvironmentAndNeverWrap) {
   EXPECT_EQ(result_of(option, "cache gc").at("quota_bytes"), 512ull << 20);
   EXPECT_EQ(result_of(variable, "cache gc").at("quota_bytes"), 512ull << 20);
 
-  for (const std::string size : {"17179869184G", "17592186044417M", "9007199254740993", "-1"}) {
+  for (const std::string size : {"17179869184G", "17592186044417M", "18446744073709551616", "-1"}) {
     const Result r = run_tool({"cache", "gc", "--max-size", size}, env);
     EXPECT_EQ(r.exit_code, 2) << size << "\n" << describe(r);
     EXPECT_NE(r.err.find("--max-size"), std::string::npos) << describe(r);

@@ -25,7 +25,10 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "examples/examples.hpp"
+#include "zerojit/bytes.hpp"
 #include "zerojit/disk_cache.hpp"
 #include "zerojit/zerojit.hpp"
 
@@ -49,10 +52,6 @@ bool drop_write_override() {
   return ::syscall(SYS_capset, &header, data) == 0;
 }
 
-void append_json_string(std::string& out, std::string_view text) {
-  zerojit::detail::append_json_string(out, text);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -73,7 +72,7 @@ int main(int argc, char** argv) {
     } else if (arg == "--layer") {
       options.read_only_layers.emplace_back(value());
     } else if (arg == "--max-bytes") {
-      options.max_bytes = std::stoull(value());
+      options.max_bytes = zerojit::parse_byte_size_or_throw(value(), "--max-bytes");
     } else if (arg == "--allow-shared") {
       options.allow_shared_root = true;
     } else if (arg == "--lock-timeout-ms") {
@@ -139,53 +138,52 @@ int main(int argc, char** argv) {
   const zerojit::WarmupReport report = registry.warmup(warmup);
   ::setrlimit(RLIMIT_FSIZE, &original_limit);  // standard output may be a file
 
-  std::string out = "{\"ok\":" + std::string(report.ok() ? "true" : "false");
-  out += ",\"keys\":" + std::to_string(report.total_keys());
-  out += ",\"compiled\":" + std::to_string(report.compiled());
-  out += ",\"from_disk\":" + std::to_string(report.from_disk());
-  out += ",\"from_memory\":" + std::to_string(report.from_memory());
-  out += ",\"failed\":" + std::to_string(report.failed());
-  out += ",\"nvrtc_loaded\":" + std::string(zerojit::nvrtc_loaded() ? "true" : "false");
-  out += ",\"state\":";
-  append_json_string(out, zerojit::to_string(cache->state()));
+  using Json = nlohmann::ordered_json;
   const zerojit::DiskCacheCounters c = cache->counters();
-  out += ",\"counters\":{\"hits\":" + std::to_string(c.hits) +
-         ",\"misses\":" + std::to_string(c.misses) +
-         ",\"bad_entries\":" + std::to_string(c.bad_entries) +
-         ",\"published\":" + std::to_string(c.published) +
-         ",\"write_failures\":" + std::to_string(c.write_failures) +
-         ",\"evicted\":" + std::to_string(c.evicted) +
-         ",\"lock_waits\":" + std::to_string(c.lock_waits) +
-         ",\"lock_timeouts\":" + std::to_string(c.lock_timeouts) + "}";
-  out += ",\"errors\":[";
-  bool first = true;
+  Json out = {{"ok", report.ok()},
+              {"keys", report.total_keys()},
+              {"compiled", report.compiled()},
+              {"from_disk", report.from_disk()},
+              {"from_memory", report.from_memory()},
+              {"failed", report.failed()},
+              {"nvrtc_loaded", zerojit::nvrtc_loaded()},
+              {"state", zerojit::to_string(cache->state())},
+              {"counters",
+               {{"hits", c.hits},
+                {"misses", c.misses},
+                {"bad_entries", c.bad_entries},
+                {"published", c.published},
+                {"write_failures", c.write_failures},
+                {"evicted", c.evicted},
+                {"lock_waits", c.lock_waits},
+                {"lock_timeouts", c.lock_timeouts},
+                {"skipped_identities", c.skipped_identities},
+                {"not_saved", c.not_saved}}}};
+  Json errors = Json::array();
   for (const auto& key : report.keys) {
-    if (key.error.empty()) continue;
-    out += first ? "" : ",";
-    first = false;
-    append_json_string(out, key.error);
+    if (!key.error.empty()) errors.push_back(key.error);
   }
-  out += "],\"warnings\":[";
+  out["errors"] = std::move(errors);
   {
     std::lock_guard lock(warnings_mutex);
-    for (std::size_t i = 0; i < warnings.size(); ++i) {
-      out += i == 0 ? "" : ",";
-      append_json_string(out, warnings[i]);
+    out["warnings"] = warnings;
+  }
+  Json identities = Json::array();
+  try {
+    const std::string nvrtc = zerojit::Runtime::instance().nvrtc_version();
+    out["nvrtc_version"] = nvrtc;
+    for (const zerojit::ManifestEntry& entry : manifest.entries) {
+      identities.push_back(
+          {{"kernel", entry.kernel->name()},
+           {"key", entry.key_text},
+           {"identity", zerojit::compute_identity(entry.program(), arch, nvrtc).hex()}});
     }
+  } catch (const zerojit::UnavailableError& error) {
+    out["nvrtc_version"] = nullptr;  // no NVRTC and no single version recorded: no identities
+    out["nvrtc_error"] = error.what();
   }
-  out += "],\"identities\":[";
-  const std::string nvrtc = zerojit::Runtime::instance().nvrtc_version();
-  for (std::size_t i = 0; i < manifest.entries.size(); ++i) {
-    const zerojit::ManifestEntry& entry = manifest.entries[i];
-    out += i == 0 ? "{\"kernel\":" : ",{\"kernel\":";
-    append_json_string(out, entry.kernel->name());
-    out += ",\"key\":";
-    append_json_string(out, entry.key_text);
-    out += ",\"identity\":";
-    append_json_string(out, zerojit::compute_identity(entry.program(), arch, nvrtc).hex());
-    out += "}";
-  }
-  out += "]}";
-  std::printf("%s\n", out.c_str());
+  out["identities"] = std::move(identities);
+  const std::string text = out.dump(-1, ' ', false, Json::error_handler_t::replace);
+  std::printf("%s\n", text.c_str());
   return report.ok() ? 0 : 1;
 }

@@ -192,8 +192,15 @@ int run_verify(const CacheCommand& command) {
       std::printf("BAD %s (%s): %s\n", entry.path.c_str(),
                   std::string(to_string(entry.problem)).c_str(), entry.detail.c_str());
     }
+    for (const CacheEntryInfo& entry : report.busy) {
+      std::printf("BUSY %s: %s; not checked\n", entry.path.c_str(), entry.detail.c_str());
+    }
     std::printf("%zu entries checked: %zu valid, %zu bad\n", report.checked, report.valid,
                 report.bad.size());
+    if (!report.busy.empty()) {
+      std::printf("%zu entries held locked by other processes were not checked\n",
+                  report.busy.size());
+    }
   }
   if (failure) print_error(failure->message, failure->hint);
   return failure ? failure->exit_code : kExitOk;

@@ -170,7 +170,7 @@ void add_cache(CLI::App& app, CacheCommand& command) {
       *cache, "gc", "Trim the cache to its quota, least recently used first; remove leftover files",
       command);
   add_size_option(*gc, "cache gc", "--max-size", command.max_size,
-                  "Quota to trim to: bytes, or with a K, M, G or T suffix, up to 8 PiB "
+                  "Quota to trim to: bytes, or with K, M, G, T, P or E (powers of 1024, e.g. 512M) "
                   "(default $ZEROJIT_CACHE_MAX_BYTES or 1G)");
   add_cache_action(*cache, "clear",
                    "Remove every entry (entries other processes are reading are left)", command);

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <limits>
 
+#include "zerojit/bytes.hpp"
 #include "zerojit/compiler.hpp"
 #include "zerojit/error.hpp"
 
@@ -180,28 +181,6 @@ CLI::Option* add_unsigned_option(CLI::App& app, std::string_view command, const 
       ->type_name("N");
 }
 
-std::optional<std::uint64_t> parse_byte_size(std::string_view text) {
-  std::size_t i = 0;
-  while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
-  const auto value = parse_unsigned_number(text.substr(0, i), kMaxByteSize);
-  if (!value) return std::nullopt;
-  const std::string_view suffix = text.substr(i);
-  std::uint64_t scale = 1;
-  if (suffix == "K" || suffix == "k" || suffix == "KiB") {
-    scale = std::uint64_t{1} << 10;
-  } else if (suffix == "M" || suffix == "m" || suffix == "MiB") {
-    scale = std::uint64_t{1} << 20;
-  } else if (suffix == "G" || suffix == "g" || suffix == "GiB") {
-    scale = std::uint64_t{1} << 30;
-  } else if (suffix == "T" || suffix == "t" || suffix == "TiB") {
-    scale = std::uint64_t{1} << 40;
-  } else if (!suffix.empty()) {
-    return std::nullopt;
-  }
-  if (*value > kMaxByteSize / scale) return std::nullopt;  // no wrap-around past 2^64
-  return *value * scale;
-}
-
 CLI::Option* add_size_option(CLI::App& app, std::string_view command, const std::string& name,
                              std::optional<std::uint64_t>& target, const std::string& help) {
   const std::string where(command);
@@ -210,13 +189,14 @@ CLI::Option* add_size_option(CLI::App& app, std::string_view command, const std:
           name,
           [&target, where, name](const std::string& text) {
             refuse_option_as_value(where, name, text);
-            const auto bytes = parse_byte_size(text);
+            std::string problem;
+            const auto bytes = zerojit::parse_byte_size(text, &problem);
             if (!bytes) {
               throw option_error(where, name +
-                                            " takes a size in bytes up to 8 PiB (digits with an "
-                                            "optional K, M, G or T suffix, e.g. 1073741824, 512M, "
-                                            "2G), not " +
-                                            shown(text));
+                                            " takes a size in bytes (digits, or a number with K, "
+                                            "M, G, T, P or E: powers of 1024, e.g. 1073741824, "
+                                            "512M, 1.5G), not " +
+                                            shown(text) + ": " + problem);
             }
             target = *bytes;
           },

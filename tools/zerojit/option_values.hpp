@@ -51,11 +51,8 @@ CLI::Option* add_whole_number_option(CLI::App& app, std::string_view command,
 CLI::Option* add_unsigned_option(CLI::App& app, std::string_view command, const std::string& name,
                                  std::uint64_t& target, const std::string& help);
 
-// A byte count: digits with an optional K, M, G or T suffix (powers of 1024, any case, also
-// KiB, MiB, GiB, TiB), at most 2^53 bytes (8 PiB), as ZEROJIT_CACHE_MAX_BYTES takes it. The
-// parser lives here alone so that it can be swapped for the library's when that has one.
-std::optional<std::uint64_t> parse_byte_size(std::string_view text);
-inline constexpr std::uint64_t kMaxByteSize = std::uint64_t{1} << 53;
+// A byte count, read by the library's one size parser (zerojit/bytes.hpp), as
+// ZEROJIT_CACHE_MAX_BYTES is.
 CLI::Option* add_size_option(CLI::App& app, std::string_view command, const std::string& name,
                              std::optional<std::uint64_t>& target, const std::string& help);
 

@@ -11,6 +11,8 @@
 #include "terminal.hpp"
 #include "zerojit/compiler.hpp"
 #include "zerojit/cuda.hpp"
+#include "zerojit/disk_cache.hpp"
+#include "zerojit/runtime.hpp"
 
 namespace zerojit::tool {
 namespace {
@@ -45,6 +47,39 @@ std::string first_lines(const std::string& text, int lines) {
     end = text.find('\n', end == 0 ? 0 : end + 1);
   }
   return end == std::string::npos ? text : text.substr(0, end) + "\n  ...";
+}
+
+// A pack built with --compile-only --cache-dir must serve its whole manifest: every key's
+// entry in the pack's own root, verified. A full disk, a quota or a read-only directory can
+// leave keys out while each compile succeeded; that is a failure naming them (exit 5).
+std::optional<ToolError> incomplete_pack(const Manifest& manifest, const std::string& arch,
+                                         const std::string& directory, json& missing) {
+  auto* cache = dynamic_cast<DiskCache*>(Runtime::instance().artifact_store().get());
+  if (cache == nullptr) return std::nullopt;
+  const std::string nvrtc = Runtime::instance().nvrtc_version();
+  std::string listed;
+  for (const ManifestEntry& entry : manifest.entries) {
+    const ProgramIdentity identity = compute_identity(entry.program(), arch, nvrtc);
+    const std::optional<CacheEntryInfo> found = cache->root_entry(identity);
+    if (found && !found->busy && found->problem == EntryProblem::none) continue;
+    const std::string why = !found ? "missing"
+                            : found->busy
+                                ? "busy: " + found->detail
+                                : std::string(to_string(found->problem)) + ": " + found->detail;
+    missing.push_back({{"kernel", entry.kernel->name()},
+                       {"key", entry.key_text},
+                       {"identity", identity.hex()},
+                       {"problem", why}});
+    listed += "\n  " + entry.kernel->name() + " [" + entry.key_text + "]: " + why;
+  }
+  if (missing.empty()) return std::nullopt;
+  return ToolError{kExitFailure,
+                   "the pack in " + directory +
+                       " is incomplete: " + std::to_string(missing.size()) + " of " +
+                       std::to_string(manifest.size()) + " keys are not in it" + listed,
+                   "see the cache warnings above (a full disk, a quota smaller than the pack, "
+                   "permissions); free space or raise ZEROJIT_CACHE_MAX_BYTES, then run the same "
+                   "warmup again: it compiles only what is missing"};
 }
 
 std::string join_devices(const std::vector<int>& devices) {
@@ -86,7 +121,8 @@ int run_warmup(const WarmupCommand& command) {
     std::printf("%s %s\n", out.dim("cache:").c_str(), describe_cache().c_str());
     std::fflush(stdout);
   }
-  checked_manifest(selection.registry);  // a space the kernels reject is a usage error
+  // A space the kernels reject is a usage error.
+  const Manifest manifest = checked_manifest(selection.registry);
   const WarmupReport report = selection.registry.warmup(options);
 
   std::string not_kept;
@@ -107,6 +143,10 @@ int run_warmup(const WarmupCommand& command) {
                   "choose a directory you own that others cannot write (or set "
                   "ZEROJIT_CACHE_ALLOW_SHARED=1 if the sharing is intended)"};
   }
+  json pack_missing = json::array();
+  if (!failure && command.compile_only && !command.cache.cache_dir.empty()) {
+    failure = incomplete_pack(manifest, arch, command.cache.cache_dir, pack_missing);
+  }
   for (const KeyReport& key : report.keys) {
     if (!key.error.empty() && (!failure || failure->exit_code == kExitCompileFailure)) {
       std::fprintf(stderr, "%s %s [%s] for %s:\n  %s\n",
@@ -121,6 +161,7 @@ int run_warmup(const WarmupCommand& command) {
     result["cache"] = describe_cache();
     result["cache_writable"] = kept;
     result["compile_only"] = command.compile_only;
+    if (!pack_missing.empty()) result["pack_missing"] = pack_missing;
     if (failure) print_error(failure->message, failure->hint);
     print_json(failure ? failure_document("warmup", *failure, std::move(result))
                        : success_document("warmup", std::move(result)));

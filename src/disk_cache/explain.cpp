@@ -1,0 +1,147 @@
+// Why a key misses: the nearest entry of the same kernel and the identity components that
+// differ from it (docs/CACHE.md, `zerojit cache explain`).
+#include <algorithm>
+#include <map>
+
+#include "disk_cache/impl.hpp"
+
+namespace zerojit {
+
+using namespace detail::disk;
+
+MissExplanation DiskCache::explain(const Program& program, std::string_view arch,
+                                   std::string_view nvrtc_version) {
+  return explain(std::vector<Program>{program}, arch, nvrtc_version).front();
+}
+
+std::vector<MissExplanation> DiskCache::explain(const std::vector<Program>& programs,
+                                                std::string_view arch,
+                                                std::string_view nvrtc_version) {
+  detail::DiskCacheImpl& s = *impl_;
+  s.ensure_open();
+
+  // Every sound entry, once: what it records and where it is (its cubin is not kept).
+  struct Candidate {
+    CacheEntryInfo info;
+    IdentityComponents components;
+    ProgramIdentity identity;
+    std::uint32_t format_version = 0;
+    struct stat used {};
+  };
+  std::vector<Candidate> candidates;
+  std::map<ProgramIdentity, std::string> bad;  // identity -> problem of its entry
+  for (const auto& layer : s.layers) {
+    for (const auto& entry : s.scan_entries(layer)) {
+      const std::optional<ProgramIdentity> named = identity_of_entry_name(entry.name);
+      if (!named) continue;
+      const auto read = s.read_entry(layer, entry.name, &*named, false);
+      if (read.absent) continue;
+      if (read.busy) {
+        bad.emplace(*named, "busy: " + read.decoded.detail);
+        continue;
+      }
+      if (!read.decoded.ok() || !read.decoded.artifact) {
+        bad.emplace(*named,
+                    std::string(to_string(read.decoded.problem)) + ": " + read.decoded.detail);
+        continue;
+      }
+      const CompiledArtifact& artifact = *read.decoded.artifact;
+      Candidate candidate;
+      candidate.info.path = layer.path + "/" + kEntriesDir + "/" + entry.name;
+      candidate.info.layer = layer.path;
+      candidate.info.read_only = !layer.writable;
+      candidate.info.identity = named->hex();
+      candidate.info.kernel = artifact.kernel_name;
+      candidate.info.key = artifact.key_text;
+      candidate.info.arch = artifact.arch;
+      candidate.info.nvrtc_version = artifact.nvrtc_version;
+      candidate.info.size_bytes = static_cast<std::uint64_t>(read.info.st_size);
+      candidate.info.age_seconds = std::max(0.0, seconds_since(read.info.st_mtim));
+      candidate.components = artifact.components;
+      candidate.identity = *named;
+      candidate.format_version = read.decoded.format_version;
+      candidate.used = read.info;
+      candidates.push_back(std::move(candidate));
+    }
+  }
+
+  struct Component {
+    const char* name;
+    std::uint64_t IdentityComponents::*member;
+  };
+  static constexpr Component kComponents[] = {
+      {"format", &IdentityComponents::format}, {"source", &IdentityComponents::source},
+      {"names", &IdentityComponents::names},   {"options", &IdentityComponents::options},
+      {"key", &IdentityComponents::key},       {"arch", &IdentityComponents::arch},
+      {"nvrtc", &IdentityComponents::nvrtc}};
+
+  std::vector<MissExplanation> explanations;
+  for (const Program& program : programs) {
+    const IdentityComponents wanted = identity_components(program, arch, nvrtc_version);
+    const ProgramIdentity identity = identity_from_components(wanted);
+    MissExplanation out;
+    out.kernel = program.kernel_name;
+    out.key = program.key_text;
+    out.arch = std::string(arch);
+    out.nvrtc_version = std::string(nvrtc_version);
+    out.identity = identity.hex();
+    if (const auto it = bad.find(identity); it != bad.end()) out.present_problem = it->second;
+
+    auto distance = [&](const IdentityComponents& c) {
+      std::size_t differing = 0;
+      for (const Component& component : kComponents) {
+        differing += c.*component.member != wanted.*component.member ? 1 : 0;
+      }
+      return differing;
+    };
+    const Candidate* nearest = nullptr;
+    std::size_t nearest_distance = 0;
+    for (const Candidate& candidate : candidates) {
+      if (candidate.identity == identity && !out.present) {
+        out.present = true;
+        out.present_layer = candidate.info.layer;
+      }
+      if (candidate.info.kernel != program.kernel_name) continue;
+      ++out.same_kernel_entries;
+      // Fewest differing components; among equals, the most recently used.
+      const std::size_t d = distance(candidate.components);
+      if (nearest == nullptr || d < nearest_distance ||
+          (d == nearest_distance && mtime_before(nearest->used, candidate.used))) {
+        nearest = &candidate;
+        nearest_distance = d;
+      }
+    }
+    if (nearest != nullptr) {
+      for (const Component& component : kComponents) {
+        const std::uint64_t want = wanted.*component.member;
+        const std::uint64_t found = nearest->components.*component.member;
+        if (want == found) continue;
+        IdentityDifference difference;
+        difference.component = component.name;
+        const std::string_view name = component.name;
+        if (name == "format") {
+          difference.wanted = "zerojit format " + std::to_string(kFormatVersion);
+          difference.found = "zerojit format " + std::to_string(nearest->format_version);
+        } else if (name == "key") {
+          difference.wanted = program.key_text;
+          difference.found = nearest->info.key;
+        } else if (name == "arch") {
+          difference.wanted = std::string(arch);
+          difference.found = nearest->info.arch;
+        } else if (name == "nvrtc") {
+          difference.wanted = "NVRTC " + std::string(nvrtc_version);
+          difference.found = "NVRTC " + nearest->info.nvrtc_version;
+        } else {
+          difference.wanted = hash_text(want);
+          difference.found = hash_text(found);
+        }
+        out.differences.push_back(std::move(difference));
+      }
+      out.nearest = nearest->info;
+    }
+    explanations.push_back(std::move(out));
+  }
+  return explanations;
+}
+
+}  // namespace zerojit
