@@ -40,8 +40,9 @@ inline constexpr int kDsMlaScaleBytes = 8;          // 7 UE8M0 exponents + 1 zer
 inline constexpr int kDsMlaRowBytes = kDsMlaTokenStrideBytes + kDsMlaScaleBytes;  // 584
 
 inline constexpr int kC4Ratio = 4;
-inline constexpr int kC4StateWidth = 1024;  // W = 2 * head (overlap): a state row is [kv W | score W]
-inline constexpr int kC4PooledRows = 8;     // rows p-7 .. p
+inline constexpr int kC4StateWidth =
+    1024;                                // W = 2 * head (overlap): a state row is [kv W | score W]
+inline constexpr int kC4PooledRows = 8;  // rows p-7 .. p
 inline constexpr int kC4StoreThreads = 64;  // C4 kernels: 2 warps, one token at a time
 // Register budget of the C4 kernels (65536 / (64 * 6) = 170 a thread): each thread keeps its 8
 // rows x 16 floats of state in flight; below ~168 registers ptxas starts to spill.
