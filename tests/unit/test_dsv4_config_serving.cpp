@@ -74,6 +74,14 @@ TEST(Dsv4ServingOptions, ValidationNamesTheOption) {
   };
   invalid("block_size", "-1", {"'block_size'", ">= 0", "-1"});
   invalid("max_num_batched_tokens", "0", {"'max_num_batched_tokens'", ">= 1"});
+  // Beyond the documented ceiling (once a warmup space that never ended, at 2^62).
+  invalid("max_num_batched_tokens", "16777217",
+          {"'max_num_batched_tokens'", "<= 16777216", "16777217"});
+  invalid("max_num_batched_tokens", "4611686018427387904",
+          {"'max_num_batched_tokens'", "<= 16777216", "4611686018427387904"});
+  ServingConfig ceiling;
+  ceiling.max_num_batched_tokens = kMaxNumBatchedTokens;
+  EXPECT_NO_THROW(validate(ceiling));
   invalid("dcp_world_size", "0", {"'dcp_world_size'", ">= 1"});
   invalid("cp_interleave", "0", {"'cp_interleave'", ">= 1"});
   invalid("target_arch", "hopper", {"'target_arch'", "'hopper'"});

@@ -11,6 +11,12 @@
 
 namespace zerojit::dsv4 {
 
+// The largest max_num_batched_tokens a configuration may ask for: 16 Mi tokens, 16 times
+// DSv4's longest context (max_position_embeddings 1 Mi), so no real serving run is refused. It
+// keeps the token counts the kernels see far inside their int32 launch grids (the indexer runs
+// 2 blocks per token at DSv4's shape) and a warmup space over them small.
+inline constexpr std::int64_t kMaxNumBatchedTokens = std::int64_t{1} << 24;
+
 struct ServingConfig {
   // Tokens per page of the sliding-window KV cache; 0 means no KV cache, so no kernel runs.
   int block_size = 256;
@@ -44,10 +50,10 @@ int target_sm_version(std::string_view target_arch);
 // B_k = compressed_block_size(block_size, 128). Requires block_size >= 0.
 std::int64_t effective_c128_page_stride_bytes(const ServingConfig& serving);
 
-// Throws ConfigError naming the option: block_size >= 0, max_num_batched_tokens >= 1,
-// dcp_world_size >= 1, cp_interleave >= 1, a well-formed target_arch, MXFP4 indexer only on
-// an sm_100-family target (sm_100..sm_109: its FP4 MQA logits consumer needs SM100), and a
-// page stride override >= B_k * 584 and a multiple of 32.
+// Throws ConfigError naming the option: block_size >= 0, max_num_batched_tokens in
+// [1, kMaxNumBatchedTokens], dcp_world_size >= 1, cp_interleave >= 1, a well-formed target_arch,
+// MXFP4 indexer only on an sm_100-family target (sm_100..sm_109: its FP4 MQA logits consumer needs
+// SM100), and a page stride override >= B_k * 584 and a multiple of 32.
 void validate(const ServingConfig& serving);
 
 }  // namespace zerojit::dsv4

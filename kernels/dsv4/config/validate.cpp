@@ -85,6 +85,10 @@ void validate(const ServingConfig& serving) {
           to_text(serving.block_size));
   require(serving.max_num_batched_tokens >= 1, "max_num_batched_tokens", ">= 1",
           to_text(serving.max_num_batched_tokens));
+  require(serving.max_num_batched_tokens <= kMaxNumBatchedTokens, "max_num_batched_tokens",
+          "<= " + to_text(kMaxNumBatchedTokens) +
+              " (16 Mi tokens, 16 times DSv4's longest context; one forward pass holds fewer)",
+          to_text(serving.max_num_batched_tokens));
   require(serving.dcp_world_size >= 1, "dcp_world_size", ">= 1 (1 = no DCP)",
           to_text(serving.dcp_world_size));
   require(serving.cp_interleave >= 1, "cp_interleave", ">= 1", to_text(serving.cp_interleave));
