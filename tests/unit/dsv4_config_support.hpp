@@ -6,13 +6,14 @@
 #include <filesystem>
 #include <functional>
 #include <initializer_list>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "dsv4/config/config.hpp"
 #include "dsv4/gates.hpp"
 
-namespace zerojit::dsv4::testing {
+namespace zerojit::dsv4::config_testing {
 
 inline std::filesystem::path data_dir() {
 #ifdef ZEROJIT_DSV4_TEST_DATA_DIR
@@ -39,6 +40,18 @@ inline void expect_config_error(const std::function<void()>& action,
     return;
   }
   ADD_FAILURE() << "expected a ConfigError";
+}
+
+// True when `text` can go into a JSON document: the tool's --json output and the Python
+// binding print every message there, and nlohmann refuses text that is not UTF-8 (type_error
+// 316, which once aborted the tool).
+inline bool prints_as_json(const std::string& text) {
+  try {
+    (void)nlohmann::json(text).dump();
+    return true;
+  } catch (const nlohmann::json::type_error&) {
+    return false;
+  }
 }
 
 // A small head-512 model with the given decoder ratios and no MTP layer.
@@ -69,4 +82,4 @@ inline NoKernels absent(const Dsv4Config& config) {
           !c128_full_store_gate(config), !dcp_pack_gate(config)};
 }
 
-}  // namespace zerojit::dsv4::testing
+}  // namespace zerojit::dsv4::config_testing

@@ -10,7 +10,7 @@
 namespace zerojit::dsv4 {
 namespace {
 
-using namespace zerojit::dsv4::testing;
+using namespace zerojit::dsv4::config_testing;
 using nlohmann::json;
 
 TEST(Dsv4Gates, DefaultConfigGivesTheSection11Manifest) {

@@ -11,7 +11,7 @@
 namespace zerojit::dsv4 {
 namespace {
 
-using namespace zerojit::dsv4::testing;
+using namespace zerojit::dsv4::config_testing;
 using nlohmann::json;
 
 TEST(Dsv4ConfigLoad, FlashLikeFile) {
@@ -66,6 +66,9 @@ TEST(Dsv4ConfigLoad, MalformedFilesNameTheFileAndTheField) {
         "num_hidden_layers + num_nextn_predict_layers = 5"}},
       {"malformed_negative_dim.json", {"'index_head_dim'", ">= 0", "-128"}},
       {"malformed_ratio_list_type.json", {"'compress_ratios'", "must be an array"}},
+      {"malformed_not_utf8.json", {"not UTF-8", "offset 81", "line 5, column 9", "0xE9"}},
+      {"malformed_number_overflow.json", {"'head_dim'", "out of range", "1e400"}},
+      {"malformed_deep_nesting.json", {"'head_dim[0][0]", "deeper than 64"}},
   };
   for (const Case& test_case : cases) {
     SCOPED_TRACE(test_case.file);
@@ -75,6 +78,7 @@ TEST(Dsv4ConfigLoad, MalformedFilesNameTheFileAndTheField) {
       ADD_FAILURE() << "expected a ConfigError";
     } catch (const ConfigError& error) {
       const std::string message = error.what();
+      EXPECT_TRUE(prints_as_json(message)) << message;
       EXPECT_NE(message.find(path.string()), std::string::npos) << message;
       for (const std::string& fragment : test_case.fragments) {
         EXPECT_NE(message.find(fragment), std::string::npos)

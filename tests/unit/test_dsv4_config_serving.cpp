@@ -1,6 +1,7 @@
 // The DSv4 serving options: their text form and their validation.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -10,7 +11,7 @@
 namespace zerojit::dsv4 {
 namespace {
 
-using namespace zerojit::dsv4::testing;
+using namespace zerojit::dsv4::config_testing;
 using nlohmann::json;
 
 TEST(Dsv4ServingOptions, ParseEveryOption) {
@@ -63,6 +64,41 @@ TEST(Dsv4ServingOptions, ParseErrors) {
   expect_config_error([&] { set_serving_option(serving, "page_size", "256"); },
                       {"unknown option 'page_size'", "block_size", "c128_page_stride_bytes"});
   EXPECT_EQ(serving, ServingConfig{});  // failed options leave the config unchanged
+}
+
+TEST(Dsv4ServingOptions, ValuesThatAreNotUtf8OrLongAreQuotedSafely) {
+  // `zerojit keys --arch $'sm_9\xff' --json` once aborted printing the message as JSON.
+  const auto safe_error = [](const std::function<void()>& action,
+                             std::initializer_list<std::string> fragments) {
+    try {
+      action();
+      ADD_FAILURE() << "expected a ConfigError";
+    } catch (const ConfigError& error) {
+      const std::string message = error.what();
+      EXPECT_TRUE(prints_as_json(message)) << message;
+      EXPECT_LT(message.size(), 400u) << message;
+      for (const std::string& fragment : fragments) {
+        EXPECT_NE(message.find(fragment), std::string::npos)
+            << "message lacks '" << fragment << "': " << message;
+      }
+    }
+  };
+  ServingConfig serving;
+  set_serving_option(serving, "target_arch", "sm_9\xff");
+  safe_error([&serving] { validate(serving); }, {"'target_arch'", "'sm_9\\xFF'"});
+  safe_error([] { target_sm_version(std::string(10000, 'x')); }, {"'target_arch'", "xxx..."});
+  ServingConfig unchanged;
+  safe_error([&] { set_serving_option(unchanged, "block_size", "\xff\xfe"); },
+             {"'block_size'", "'\\xFF\\xFE'"});
+  safe_error([&] { set_serving_option(unchanged, "kv_cache_dtype", "fp8\x80"); },
+             {"'kv_cache_dtype'", "'fp8\\x80'"});
+  safe_error([&] { set_serving_option(unchanged, "indexer_dtype", std::string(5000, 'z')); },
+             {"'indexer_dtype'", "zzz..."});
+  safe_error([&] { set_serving_option(unchanged, "\xc3(", "1"); },
+             {"unknown option '\\xC3('", "block_size"});
+  safe_error([] { json::parse(R"({"no\u0001such": 1})").get<ServingConfig>(); },
+             {"unknown option 'no\\x01such'"});
+  EXPECT_EQ(unchanged, ServingConfig{});
 }
 
 TEST(Dsv4ServingOptions, ValidationNamesTheOption) {

@@ -9,6 +9,7 @@
 
 #include "dsv4/config/detail.hpp"
 #include "dsv4/config/geometry.hpp"
+#include "dsv4/config/json_text.hpp"
 #include "dsv4/config/presets.hpp"
 
 namespace zerojit::dsv4 {
@@ -22,25 +23,36 @@ namespace {
 
 // --- Reading JSON fields ---------------------------------------------------------------------
 
-std::int64_t json_to_int64(const json& value, std::string_view source, std::string_view field) {
+template <typename Integer>
+Integer json_to_integer(const json& value, std::string_view source, std::string_view field) {
+  const auto out_of_range = [&value, source, field]() {
+    fail_model(source, "field '" + std::string(field) +
+                           "' is out of range: " + config_detail::number_text(value) + " " +
+                           config_detail::integer_limits<Integer>());
+  };
+  if (value.is_number_float() && config_detail::is_integral_beyond<Integer>(value.get<double>())) {
+    out_of_range();
+  }
   if (!value.is_number_integer()) {
     fail_model(source,
                "field '" + std::string(field) + "' must be an integer, got " + describe(value));
   }
-  if (value.is_number_unsigned() &&
-      value.get<std::uint64_t>() >
-          static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-    fail_model(source, "field '" + std::string(field) + "' is out of range: " + value.dump());
+  if (value.is_number_unsigned()) {
+    if (value.get<std::uint64_t>() >
+        static_cast<std::uint64_t>(std::numeric_limits<Integer>::max())) {
+      out_of_range();
+    }
+    return static_cast<Integer>(value.get<std::uint64_t>());
   }
-  return value.get<std::int64_t>();
+  const auto wide = value.get<std::int64_t>();
+  if (wide < std::numeric_limits<Integer>::min() || wide > std::numeric_limits<Integer>::max()) {
+    out_of_range();
+  }
+  return static_cast<Integer>(wide);
 }
 
 int json_to_int(const json& value, std::string_view source, std::string_view field) {
-  const std::int64_t wide = json_to_int64(value, source, field);
-  if (wide < std::numeric_limits<int>::min() || wide > std::numeric_limits<int>::max()) {
-    fail_model(source, "field '" + std::string(field) + "' is out of range: " + value.dump());
-  }
-  return static_cast<int>(wide);
+  return json_to_integer<int>(value, source, field);
 }
 
 // Fields absent from a config.json keep the ModelConfig default, as the DeepseekV4Config class
@@ -54,7 +66,7 @@ void read_int(const json& object, std::string_view source, const char* field, in
 void read_int64(const json& object, std::string_view source, const char* field,
                 std::int64_t& target) {
   if (const auto found = object.find(field); found != object.end()) {
-    target = json_to_int64(*found, source, field);
+    target = json_to_integer<std::int64_t>(*found, source, field);
   }
 }
 
@@ -107,7 +119,7 @@ std::vector<int> read_layer_types(const json& object, std::string_view source) {
     }
     const auto& name = type.get_ref<const std::string&>();
     if (const auto rate = rates->find(name); rate != rates->end()) {
-      const std::string rate_field = "compress_rates." + name;
+      const std::string rate_field = "compress_rates." + config_detail::excerpt(name);
       const int ratio = json_to_int(*rate, source, rate_field);
       if (ratio != kSlidingWindowOnlyRatio && ratio != kCsaCompressRatio &&
           ratio != kHcaCompressRatio) {
@@ -118,8 +130,8 @@ std::vector<int> read_layer_types(const json& object, std::string_view source) {
     } else if (name == "sliding_attention") {
       ratios.push_back(kSlidingWindowOnlyRatio);
     } else {
-      fail_model(source, "field '" + field + "' is '" + name +
-                             "', which is neither 'sliding_attention' nor a key of "
+      fail_model(source, "field '" + field + "' is " + config_detail::quoted(name) +
+                             ", which is neither 'sliding_attention' nor a key of "
                              "'compress_rates'");
     }
   }
@@ -144,13 +156,14 @@ ModelConfig model_config_from_json(const json& document, std::string_view source
   const json& object = *fields;
 
   ModelConfig model;
-  model.name = std::string(source);
+  // The name is printed, in JSON too: a path that is not UTF-8 is shown escaped.
+  model.name = config_detail::printable(source);
   for (const json* holder : {&document, fields}) {
     if (const auto name = holder->find("name"); name != holder->end()) {
       if (!name->is_string()) {
         fail_model(source, "field 'name' must be a string, got " + describe(*name));
       }
-      model.name = name->get<std::string>();
+      model.name = config_detail::printable(name->get_ref<const std::string&>());
     }
   }
 
@@ -234,17 +247,22 @@ ModelConfig model_config_from_json(const json& document, std::string_view source
   return model;
 }
 
+ModelConfig model_config_from_text(std::string_view text, std::string_view source) {
+  return model_config_from_json(config_detail::parse_config_json(text, source), source);
+}
+
 ModelConfig load_model_config(const std::filesystem::path& config_file) {
   const std::string source = config_file.string();
   std::ifstream stream(config_file, std::ios::binary);
   if (!stream) fail_model(source, "cannot open the file");
-  json document;
-  try {
-    document = json::parse(stream);
-  } catch (const json::parse_error& error) {
-    fail_model(source, std::string("invalid JSON: ") + error.what());
+  // Reading stops one chunk past the bound, however large (or endless) the file is.
+  std::string text;
+  char chunk[1 << 16];
+  while (text.size() <= kMaxConfigJsonBytes && stream.read(chunk, sizeof chunk).gcount() > 0) {
+    text.append(chunk, static_cast<std::size_t>(stream.gcount()));
   }
-  return model_config_from_json(document, source);
+  if (stream.bad()) fail_model(source, "cannot read the file");
+  return model_config_from_text(text, source);
 }
 
 ModelConfig model_from_name_or_path(std::string_view name_or_path) {
@@ -254,8 +272,8 @@ ModelConfig model_from_name_or_path(std::string_view name_or_path) {
   std::error_code error;
   if (std::filesystem::is_directory(path, error)) path /= "config.json";
   if (!std::filesystem::is_regular_file(path, error)) {
-    throw ConfigError("unknown DSv4 model '" + std::string(name_or_path) +
-                      "': expected dsv4-flash, dsv4-pro, a config.json file or a directory "
+    throw ConfigError("unknown DSv4 model " + config_detail::quoted(name_or_path, 1024) +
+                      ": expected dsv4-flash, dsv4-pro, a config.json file or a directory "
                       "holding one");
   }
   return load_model_config(path);

@@ -82,8 +82,8 @@ void from_json(const json& in, ServingConfig& serving) {
         parsed.c128_page_stride_bytes = serving_json_integer<std::int64_t>(value, key);
       }
     } else {
-      fail_serving("unknown option '" + key +
-                   "'; valid: " + config_detail::join(serving_option_names()));
+      fail_serving("unknown option " + config_detail::quoted(key) +
+                   "; valid: " + config_detail::join(serving_option_names()));
     }
   }
   validate(parsed);
@@ -100,7 +100,8 @@ void from_json(const json& in, Dsv4Config& config) {
   }
   for (const auto& [key, value] : in.items()) {
     if (key != "model" && key != "serving") {
-      throw ConfigError("DSv4 config: unknown key '" + key + "'; valid: model, serving");
+      throw ConfigError("DSv4 config: unknown key " + config_detail::quoted(key) +
+                        "; valid: model, serving");
     }
   }
   Dsv4Config parsed;

@@ -47,8 +47,8 @@ void set_serving_option(ServingConfig& serving, std::string_view option, std::st
       serving.c128_page_stride_bytes = parse_integer_option<std::int64_t>(name, value);
     }
   } else {
-    fail_serving("unknown option '" + std::string(option) +
-                 "'; valid: " + config_detail::join(kServingOptionNames));
+    fail_serving("unknown option " + config_detail::quoted(option) +
+                 "; valid: " + config_detail::join(kServingOptionNames));
   }
 }
 
@@ -56,8 +56,8 @@ int target_sm_version(std::string_view target_arch) {
   const auto malformed = [target_arch]() {
     fail_serving(
         "option 'target_arch' must look like sm_90a or sm_100a (sm_<version> with an "
-        "optional 'a' or 'f'), got '" +
-        std::string(target_arch) + "'");
+        "optional 'a' or 'f'), got " +
+        config_detail::quoted(target_arch));
   };
   constexpr std::string_view kPrefix = "sm_";
   if (!target_arch.starts_with(kPrefix)) malformed();
