@@ -206,7 +206,12 @@ TEST(Dsv4Gates, IndexerNeedsAllItsDims) {
     ModelConfig model = dsv4_flash();
     if (which == 0) model.index_n_heads = 0;
     if (which == 1) model.index_head_dim = 0;
-    if (which == 2) model.qk_rope_head_dim = 0;
+    if (which == 2) {
+      // The compressors need a 64-dim tail (Dsv4ConfigKernelDomains): a head size they do not
+      // run for leaves the indexer alone to depend on it.
+      model.qk_rope_head_dim = 0;
+      model.head_dim = 256;
+    }
     ServingConfig serving;
     serving.dcp_world_size = 2;
     const Dsv4Config config = config_with(model, serving);
