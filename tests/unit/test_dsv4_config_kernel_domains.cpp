@@ -230,11 +230,22 @@ TEST(Dsv4ConfigKernelDomains, NoFieldValueReachesAKernelError) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
 }
 
-TEST(Dsv4ConfigKernelDomains, TheLargestTokenBoundBuildsItsManifestQuickly) {
+TEST(Dsv4ConfigKernelDomains, TheLargestBoundsBuildTheirManifestQuickly) {
   const auto start = std::chrono::steady_clock::now();
   Dsv4Config config = default_config();
   config.serving.max_num_batched_tokens = kMaxNumBatchedTokens;
   EXPECT_EQ(manifest_failure(config), std::nullopt);
+  // The largest pages, in every cache layout (block_size * 584 once overflowed an int).
+  for (const KvCacheDtype cache :
+       {KvCacheDtype::fp8_ds_mla, KvCacheDtype::bf16, KvCacheDtype::fp8_e4m3}) {
+    Dsv4Config pages = config;
+    pages.serving.kv_cache_dtype = cache;
+    pages.serving.block_size = kMaxBlockSize;
+    if (cache == KvCacheDtype::fp8_ds_mla) {
+      pages.serving.c128_page_stride_bytes = kMaxC128PageStrideBytes;
+    }
+    EXPECT_EQ(manifest_failure(pages), std::nullopt) << to_string(cache);
+  }
   // Past the ceiling (the reproduction: 2^62, once a warmup space that never ended) the
   // configuration is refused before any space is built.
   config.serving.max_num_batched_tokens = std::int64_t{1} << 62;

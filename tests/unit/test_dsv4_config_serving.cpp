@@ -109,6 +109,12 @@ TEST(Dsv4ServingOptions, ValidationNamesTheOption) {
     expect_config_error([&serving] { validate(serving); }, fragments);
   };
   invalid("block_size", "-1", {"'block_size'", ">= 0", "-1"});
+  // Past the ceiling page sizes overflowed the kernels' int arithmetic (found by
+  // fuzz_dsv4_config: block_size 99999999).
+  invalid("block_size", "65537", {"'block_size'", "<= 65536", "65537"});
+  invalid("block_size", "99999999", {"'block_size'", "<= 65536"});
+  invalid("c128_page_stride_bytes", "1073741856",
+          {"'c128_page_stride_bytes'", "<= 1073741824", "1073741856"});
   invalid("max_num_batched_tokens", "0", {"'max_num_batched_tokens'", ">= 1"});
   // Beyond the documented ceiling (once a warmup space that never ended, at 2^62).
   invalid("max_num_batched_tokens", "16777217",
@@ -136,6 +142,10 @@ TEST(Dsv4ServingOptions, ValidationNamesTheOption) {
   ServingConfig tight;
   tight.c128_page_stride_bytes = 1184;
   EXPECT_NO_THROW(validate(tight));
+  ServingConfig largest;
+  largest.block_size = kMaxBlockSize;
+  largest.c128_page_stride_bytes = kMaxC128PageStrideBytes;
+  EXPECT_NO_THROW(validate(largest));
 }
 
 }  // namespace

@@ -17,6 +17,16 @@ namespace zerojit::dsv4 {
 // 2 blocks per token at DSv4's shape) and a warmup space over them small.
 inline constexpr std::int64_t kMaxNumBatchedTokens = std::int64_t{1} << 24;
 
+// The largest block_size: serving engines page the KV cache in at most a few hundred tokens
+// (DSv4 serves with 64 or 256); 65536 refuses no real configuration and keeps a page's bytes
+// (block_size * 584) far inside the 32-bit arithmetic of the kernels' page geometry.
+inline constexpr int kMaxBlockSize = 1 << 16;
+
+// The largest c128_page_stride_bytes: 1 GiB, thousands of times the largest page
+// (compressed_block_size(kMaxBlockSize, 128) * 584 = 299,008 bytes), so only a typo is
+// refused, and page offsets stay far from overflowing.
+inline constexpr std::int64_t kMaxC128PageStrideBytes = std::int64_t{1} << 30;
+
 struct ServingConfig {
   // Tokens per page of the sliding-window KV cache; 0 means no KV cache, so no kernel runs.
   int block_size = 256;
@@ -50,10 +60,11 @@ int target_sm_version(std::string_view target_arch);
 // B_k = compressed_block_size(block_size, 128). Requires block_size >= 0.
 std::int64_t effective_c128_page_stride_bytes(const ServingConfig& serving);
 
-// Throws ConfigError naming the option: block_size >= 0, max_num_batched_tokens in
-// [1, kMaxNumBatchedTokens], dcp_world_size >= 1, cp_interleave >= 1, a well-formed target_arch,
-// MXFP4 indexer only on an sm_100-family target (sm_100..sm_109: its FP4 MQA logits consumer needs
-// SM100), and a page stride override >= B_k * 584 and a multiple of 32.
+// Throws ConfigError naming the option: block_size in [0, kMaxBlockSize],
+// max_num_batched_tokens in [1, kMaxNumBatchedTokens], dcp_world_size >= 1, cp_interleave >= 1, a
+// well-formed target_arch, MXFP4 indexer only on an sm_100-family target (sm_100..sm_109: its FP4
+// MQA logits consumer needs SM100), and a page stride override >= B_k * 584, <=
+// kMaxC128PageStrideBytes and a multiple of 32.
 void validate(const ServingConfig& serving);
 
 }  // namespace zerojit::dsv4

@@ -83,6 +83,9 @@ void validate(const ServingConfig& serving) {
   };
   require(serving.block_size >= 0, "block_size", ">= 0 (0 = no KV cache)",
           to_text(serving.block_size));
+  require(serving.block_size <= kMaxBlockSize, "block_size",
+          "<= " + to_text(kMaxBlockSize) + " tokens per page (DSv4 serves with 64 or 256)",
+          to_text(serving.block_size));
   require(serving.max_num_batched_tokens >= 1, "max_num_batched_tokens", ">= 1",
           to_text(serving.max_num_batched_tokens));
   require(serving.max_num_batched_tokens <= kMaxNumBatchedTokens, "max_num_batched_tokens",
@@ -109,6 +112,10 @@ void validate(const ServingConfig& serving) {
     const std::int64_t minimum = static_cast<std::int64_t>(rows) * kDsMlaRowBytes;
     require(stride >= minimum, "c128_page_stride_bytes",
             ">= B_k * 584 = " + to_text(minimum) + " (B_k = " + to_text(rows) + ")",
+            to_text(stride));
+    require(stride <= kMaxC128PageStrideBytes, "c128_page_stride_bytes",
+            "<= " + to_text(kMaxC128PageStrideBytes) + " (1 GiB; a page holds " + to_text(minimum) +
+                " bytes)",
             to_text(stride));
     require(stride % kDsMlaPageStrideGranule == 0, "c128_page_stride_bytes",
             "a multiple of 32 (pages are copied in 32-byte aligned chunks)", to_text(stride));
