@@ -164,6 +164,65 @@ TEST(Dsv4ConfigKernelDomains, DcpTopkAgreesWithTheDcpPackKernel) {
   }
 }
 
+TEST(Dsv4ConfigKernelDomains, ChecksApplyOnlyWhereTheGatesRunTheKernel) {
+  // Validation restates when a kernel runs; out-of-domain values for a kernel its gate turns
+  // off must pass, and the gate must indeed be off.
+  struct Case {
+    const char* what;
+    void (*apply)(Dsv4Config&);
+  };
+  const Case cases[] = {
+      {"no KV cache",
+       [](Dsv4Config& c) {
+         c.serving.block_size = 0;
+         c.serving.dcp_world_size = 2;
+         c.model.qk_rope_head_dim = 7;
+         c.model.index_head_dim = 100;
+         c.model.index_topk = 100;
+       }},
+      {"no compressed layer",
+       [](Dsv4Config& c) {
+         c.model = model_with_ratios({0, 0, 0});
+         c.model.qk_rope_head_dim = 7;
+         c.model.index_head_dim = 100;
+       }},
+      {"no indexer heads",
+       [](Dsv4Config& c) {
+         c.model.index_n_heads = 0;
+         c.model.index_head_dim = 100;
+         c.serving.dcp_world_size = 2;
+         c.model.index_topk = 100;
+       }},
+      {"another head size",
+       [](Dsv4Config& c) {
+         c.model.head_dim = 256;
+         c.model.qk_rope_head_dim = 32;
+       }},
+      {"ratio 128 only, no indexer",
+       [](Dsv4Config& c) {
+         c.model = model_with_ratios({128, 0});
+         c.model.index_head_dim = 100;
+       }},
+  };
+  for (const Case& test_case : cases) {
+    SCOPED_TRACE(test_case.what);
+    Dsv4Config config = default_config();
+    test_case.apply(config);
+    EXPECT_EQ(refusal(config), std::nullopt);
+    EXPECT_EQ(manifest_failure(config), std::nullopt);
+    if (config.model.index_head_dim == 100) {
+      EXPECT_FALSE(indexer_q_gate(config).has_value());
+    }
+    if (config.model.index_topk == 100) {
+      EXPECT_FALSE(dcp_pack_gate(config).has_value());
+    }
+    if (config.model.qk_rope_head_dim != 64) {
+      EXPECT_FALSE(c4_ds_mla_store_gate(config).has_value());
+      EXPECT_FALSE(c128_compress_gate(config).has_value());
+    }
+  }
+}
+
 TEST(Dsv4ConfigKernelDomains, NoFieldValueReachesAKernelError) {
   // Every numeric field of the config.json over values in and out of each domain, under the
   // serving configurations that change which kernels run: validation accepts and the manifest

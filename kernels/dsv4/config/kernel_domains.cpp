@@ -1,17 +1,19 @@
-// The domains of the DSv4 kernels a configuration selects, checked on the configuration and
+// The domains of the DSv4 kernels a configuration runs, checked on the configuration and
 // named by its fields. Without this a value such as qk_rope_head_dim 7 passed validation and
 // failed later in a kernel's dispatch, whose message names the kernel's argument ("rope_dim 7")
 // rather than the config.json field, and says nothing of the values that work.
 //
-// Each check applies only when the gates select the kernel: a model without CSA layers may
-// have any index_head_dim, because the indexer never runs. The rules restate the kernels'
-// own key checks (indexer_q.cpp, c4_store.cpp, c128_store.cpp, dcp_pack.cpp); the tests build
-// the manifest and every key's program over each field's values to keep the two in step.
+// Each check applies only when the kernel runs: a model without CSA layers may have any
+// index_head_dim, because the indexer never runs. Whether a kernel runs is its gate's decision
+// (each kernel's gate.cpp); the gates live with the kernels, which link this library, so the
+// few conditions below restate them, as the rules restate the kernels' own key checks. The
+// tests hold both to the real thing: they build the manifest and every key's program over each
+// field's values, and ask the gates where a check must not apply.
 #include <string>
 
 #include "dsv4/config/detail.hpp"
 #include "dsv4/config/dsv4_config.hpp"
-#include "dsv4/gates.hpp"
+#include "dsv4/config/geometry.hpp"
 
 namespace zerojit::dsv4::config_detail {
 
@@ -47,8 +49,8 @@ void check_indexer(const Dsv4Config& config) {
   }
 }
 
-// The fused compressor kernels are written for DSv4's 512-dim head with a 64-dim RoPE tail; the
-// gates take them only for head_dim 512, and their keys carry the tail width.
+// The fused compressor kernels are written for DSv4's 512-dim head with a 64-dim RoPE tail; they
+// run only for head_dim 512, and their keys carry the tail width.
 void check_compressors(const Dsv4Config& config) {
   constexpr int kCompressorRopeDim = 64;
   const ModelConfig& model = config.model;
@@ -75,11 +77,23 @@ void check_dcp_pack(const Dsv4Config& config) {
 }  // namespace
 
 void validate_kernel_domains(const Dsv4Config& config) {
-  if (indexer_q_gate(config)) check_indexer(config);
-  if (c4_ds_mla_store_gate(config) || c4_full_store_gate(config) || c128_compress_gate(config)) {
-    check_compressors(config);
-  }
-  if (dcp_pack_gate(config)) check_dcp_pack(config);
+  const ModelConfig& model = config.model;
+  const bool has_cache = config.serving.block_size > 0;
+  // indexer_q/gate.cpp: a cache, a CSA layer and all three indexer dimensions.
+  const bool indexer_runs = has_cache && has_compress_ratio(model, kCsaCompressRatio) &&
+                            model.index_n_heads > 0 && model.index_head_dim > 0 &&
+                            model.qk_rope_head_dim > 0;
+  // compressor/gate_common.hpp: a cache, a compressed layer and the 512-dim head.
+  constexpr int kCompressorHeadDim = 512;
+  const bool compressors_run = has_cache && model.head_dim == kCompressorHeadDim &&
+                               (has_compress_ratio(model, kCsaCompressRatio) ||
+                                has_compress_ratio(model, kHcaCompressRatio));
+  // dcp_pack/gate.cpp: more than one rank, a top-k and the indexer that selects it.
+  const bool dcp_pack_runs =
+      config.serving.dcp_world_size > 1 && model.index_topk > 0 && indexer_runs;
+  if (indexer_runs) check_indexer(config);
+  if (compressors_run) check_compressors(config);
+  if (dcp_pack_runs) check_dcp_pack(config);
 }
 
 }  // namespace zerojit::dsv4::config_detail
