@@ -5,7 +5,7 @@
 //   bench/zerojit_bench_dispatch --benchmark_repetitions=5 --benchmark_report_aggregates_only
 #include <benchmark/benchmark.h>
 
-#include "dsv4/model.hpp"
+#include "dsv4/family.hpp"
 #include "support/null_backend.hpp"
 
 namespace {

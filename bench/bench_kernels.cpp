@@ -61,16 +61,16 @@
 #include <tuple>
 #include <vector>
 
-#include "dsv4/c128_compress.hpp"
-#include "dsv4/c128_store.hpp"
-#include "dsv4/c4_store.hpp"
-#include "dsv4/dcp_pack.hpp"
-#include "dsv4/dequant_gather.hpp"
-#include "dsv4/indexer_q.hpp"
-#include "dsv4/reference/compressor.hpp"
-#include "dsv4/reference/dcp.hpp"
-#include "dsv4/reference/dequant_gather.hpp"
-#include "dsv4/reference/indexer_q.hpp"
+#include "dsv4/c128_compress/c128_compress.hpp"
+#include "dsv4/c128_store/c128_store.hpp"
+#include "dsv4/c4_store/c4_store.hpp"
+#include "dsv4/compressor/reference.hpp"
+#include "dsv4/dcp_pack/dcp_pack.hpp"
+#include "dsv4/dcp_pack/reference.hpp"
+#include "dsv4/dequant_gather/dequant_gather.hpp"
+#include "dsv4/dequant_gather/reference.hpp"
+#include "dsv4/indexer_q/indexer_q.hpp"
+#include "dsv4/indexer_q/reference.hpp"
 #include "support/dsv4_inputs.hpp"
 #include "zerojit/zerojit.hpp"
 

@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <cstdio>
 
-#include "examples/scale_add.hpp"
-#include "examples/scale_add_params.h"
+#include "examples/empty/empty_params.h"
+#include "examples/examples.hpp"
 #include "zerojit/zerojit.hpp"
 
 namespace {
@@ -51,7 +51,7 @@ void BM_RawCuLaunchKernel(benchmark::State& state) {
   const auto spec = kernel.plan(32);
   const zerojit::LoadedFunction& function =
       kernel.get_or_compile(spec.key, zerojit::LaunchTarget{});
-  zj::examples::ScaleAddParams params{nullptr, nullptr, 0, 0.0};
+  zj::examples::EmptyParams params{nullptr, nullptr, 0, 0.0};
   void* args[] = {&params};
   const auto& api = driver();
   time_launches(state, [&] {
@@ -93,7 +93,7 @@ void BM_SideBySide(benchmark::State& state) {
   const zerojit::LoadedFunction& function =
       kernel.get_or_compile(spec.key, zerojit::LaunchTarget{});
   kernel(32, zerojit::LaunchTarget{});  // warm the hit path
-  zj::examples::ScaleAddParams params{nullptr, nullptr, 0, 0.0};
+  zj::examples::EmptyParams params{nullptr, nullptr, 0, 0.0};
   void* args[] = {&params};
   const auto& api = driver();
   auto raw = [&] {

@@ -30,7 +30,7 @@
 #include <thread>
 #include <vector>
 
-#include "dsv4/model.hpp"
+#include "dsv4/family.hpp"
 #include "zerojit/disk_cache.hpp"
 
 namespace {

@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # Installs what zerojit builds with (when missing), then configures and builds it.
-#   scripts/setup.sh [build-dir]        (default: build/)
-# Environment: ZEROJIT_BUILD_TYPE (Release), ZEROJIT_WERROR (OFF), ZEROJIT_JOBS (all cores).
+#   scripts/setup.sh [build-dir [target...]]    (default: build/, every target)
+# Both README commands configure the one build folder with the same flags (so running one after
+# the other rebuilds nothing they share) and differ only in the targets they build.
+# Environment: ZEROJIT_BUILD_TYPE (Release), ZEROJIT_WERROR (ON), ZEROJIT_JOBS (all cores).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${1:-$root/build}
+shift || true
+targets=("$@")
 
 # Debian packages the build needs; only the missing ones are installed.
 packages=(cmake make g++ libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
-          libcli11-dev libxxhash-dev python3 python3-dev pybind11-dev)
+          libcli11-dev libxxhash-dev python3 python3-dev pybind11-dev clang-format-14)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||
@@ -34,5 +38,9 @@ if ! ls "${CUDA_HOME:-/usr/local/cuda}"/lib64/libnvrtc.so* >/dev/null 2>&1 && ! 
 fi
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE="${ZEROJIT_BUILD_TYPE:-Release}" \
-  -DZEROJIT_WERROR="${ZEROJIT_WERROR:-OFF}" >/dev/null
-cmake --build "$build" -j "${ZEROJIT_JOBS:-$(nproc)}"
+  -DZEROJIT_WERROR="${ZEROJIT_WERROR:-ON}" >/dev/null
+if ((${#targets[@]})); then
+  cmake --build "$build" -j "${ZEROJIT_JOBS:-$(nproc)}" --target "${targets[@]}"
+else
+  cmake --build "$build" -j "${ZEROJIT_JOBS:-$(nproc)}"
+fi

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Sets up, builds (warnings as errors) and runs every test. GPU tests (label gpu) skip, saying
-# why, on a machine without a GPU.
+# Sets up, checks the formatting, builds (warnings as errors) and runs every test. GPU tests
+# (label gpu) skip, saying why, on a machine without a GPU.
 #   scripts/test.sh [ctest arguments...]
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-ZEROJIT_WERROR=${ZEROJIT_WERROR:-ON} "$root/scripts/setup.sh" "$root/build"
+"$root/scripts/setup.sh" "$root/build"
+"$root/scripts/check_format.sh"
 cd "$root/build"
 ctest --output-on-failure --timeout 1200 -j "$(nproc)" "$@"

@@ -23,12 +23,6 @@
 namespace zerojit {
 namespace {
 
-// Installed pools, the latest last. A list rather than a saved "previous" pointer, so that
-// installations ending out of order (two warmups on two threads) never bring back a pool that
-// is gone.
-std::mutex g_installed_mutex;
-std::vector<CompileProcessPool*> g_installed;
-
 // --- Framing: a message is a u64 length and that many bytes; inside, strings are a u64
 // length and their bytes, lists a u64 count and their items. ----------------------------------
 
@@ -367,22 +361,6 @@ NvrtcOutput CompileProcessPool::run(const NvrtcInput& input) {
     release(worker, false);
     throw;
   }
-}
-
-CompileProcessPool* CompileProcessPool::active() {
-  std::lock_guard lock(g_installed_mutex);
-  return g_installed.empty() ? nullptr : g_installed.back();
-}
-
-CompileProcessPool::Installation::Installation(CompileProcessPool& pool) : pool_(&pool) {
-  std::lock_guard lock(g_installed_mutex);
-  g_installed.push_back(pool_);
-}
-
-CompileProcessPool::Installation::~Installation() {
-  std::lock_guard lock(g_installed_mutex);
-  const auto it = std::find(g_installed.begin(), g_installed.end(), pool_);
-  if (it != g_installed.end()) g_installed.erase(it);
 }
 
 }  // namespace zerojit

@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <mutex>
 
-#include "zerojit/compile_pool.hpp"
 #include "zerojit/error.hpp"
 
 namespace zerojit {
@@ -329,14 +328,9 @@ static CompiledArtifact assemble_artifact(const Program& program, std::string_vi
 }
 
 CompiledArtifact compile_program(const Program& program, std::string_view arch,
-                                 const ProgramIdentity& identity) {
+                                 const ProgramIdentity& identity, CompileExecutor* executor) {
   NvrtcInput input = make_nvrtc_input(program, arch);
-  NvrtcOutput output;
-  if (CompileProcessPool* pool = CompileProcessPool::active()) {
-    output = pool->run(input);
-  } else {
-    output = run_nvrtc(input);
-  }
+  NvrtcOutput output = executor != nullptr ? executor->run(input) : run_nvrtc(input);
   return assemble_artifact(program, arch, identity, std::move(output));
 }
 

@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <array>
+#include <atomic>
 #include <mutex>
 #include <vector>
 
@@ -108,9 +110,12 @@ const DriverState& driver_state() {
   return state;
 }
 
+constexpr int kMaxPrimaryContexts = 64;
+
 struct PrimaryContexts {
   std::mutex mutex;
   std::vector<Context> contexts;
+  std::array<std::atomic<Context>, kMaxPrimaryContexts> fast{};  // contexts[i], once retained
 };
 
 PrimaryContexts& primary_contexts() {
@@ -182,29 +187,50 @@ std::string target_arch_for(int compute_major, int compute_minor) {
   return "sm_" + std::to_string(sm) + (has_specific ? "a" : "");
 }
 
-void make_device_current(int ordinal) {
-  const DriverApi& api = driver();
+namespace {
+
+// The primary context of a device, retained once per process and read lock-free afterwards:
+// a launch from Python makes its device current for every call.
+Context primary_context(int ordinal) {
   PrimaryContexts& primary = primary_contexts();
-  Context context = nullptr;
-  {
-    std::lock_guard lock(primary.mutex);
-    if (static_cast<int>(primary.contexts.size()) <= ordinal) {
-      primary.contexts.resize(static_cast<std::size_t>(ordinal) + 1, nullptr);
+  if (ordinal >= 0 && ordinal < kMaxPrimaryContexts) {
+    if (Context cached =
+            primary.fast[static_cast<std::size_t>(ordinal)].load(std::memory_order_acquire)) {
+      return cached;
     }
-    Context& slot = primary.contexts[static_cast<std::size_t>(ordinal)];
-    if (slot == nullptr) {
-      DeviceHandle device = 0;
-      check(api.cuDeviceGet(&device, ordinal), "cuDeviceGet");
-      check(api.cuDevicePrimaryCtxRetain(&slot, device), "cuDevicePrimaryCtxRetain");
-    }
-    context = slot;
   }
-  check(api.cuCtxSetCurrent(context), "cuCtxSetCurrent");
+  const DriverApi& api = driver();
+  std::lock_guard lock(primary.mutex);
+  if (static_cast<int>(primary.contexts.size()) <= ordinal) {
+    primary.contexts.resize(static_cast<std::size_t>(ordinal) + 1, nullptr);
+  }
+  Context& slot = primary.contexts[static_cast<std::size_t>(ordinal)];
+  if (slot == nullptr) {
+    DeviceHandle device = 0;
+    check(api.cuDeviceGet(&device, ordinal), "cuDeviceGet");
+    check(api.cuDevicePrimaryCtxRetain(&slot, device), "cuDevicePrimaryCtxRetain");
+  }
+  if (ordinal < kMaxPrimaryContexts) {
+    primary.fast[static_cast<std::size_t>(ordinal)].store(slot, std::memory_order_release);
+  }
+  return slot;
+}
+
+}  // namespace
+
+void make_device_current(int ordinal) {
+  check(driver().cuCtxSetCurrent(primary_context(ordinal)), "cuCtxSetCurrent");
 }
 
 ScopedDevice::ScopedDevice(int ordinal) {
-  check(driver().cuCtxGetCurrent(&previous_), "cuCtxGetCurrent");
-  make_device_current(ordinal);
+  const DriverApi& api = driver();
+  check(api.cuCtxGetCurrent(&previous_), "cuCtxGetCurrent");
+  const Context context = primary_context(ordinal);
+  if (previous_ == context) {
+    previous_ = nullptr;  // already current: nothing to switch, nothing to restore
+    return;
+  }
+  check(api.cuCtxSetCurrent(context), "cuCtxSetCurrent");
 }
 
 ScopedDevice::~ScopedDevice() {

@@ -1,110 +1,133 @@
 #include "zerojit/kernel.hpp"
 
-#include <chrono>
+#include <optional>
 
 namespace zerojit {
 
-KernelBase::KernelBase(std::string name) : name_(std::move(name)) {
+KernelBase::KernelBase(std::string name, const EmbeddedFileSet* files)
+    : name_(std::move(name)), files_(files) {
   Runtime::instance().register_kernel(this);
+  Monitor::instance().track(&name_, &stats_);
 }
 
-KernelBase::~KernelBase() { Runtime::instance().unregister_kernel(this); }
-
-KernelCounters KernelBase::counters() const {
-  KernelCounters c;
-  c.kernel = name_;
-  c.hits = stats_.hits.load(std::memory_order_relaxed);
-  c.misses = stats_.misses.load(std::memory_order_relaxed);
-  c.compiles = stats_.compiles.load(std::memory_order_relaxed);
-  c.compile_seconds =
-      static_cast<double>(stats_.compile_nanoseconds.load(std::memory_order_relaxed)) * 1e-9;
-  c.disk_loads = stats_.disk_loads.load(std::memory_order_relaxed);
-  c.loads = stats_.loads.load(std::memory_order_relaxed);
-  c.runtime_jit = stats_.runtime_jit.load(std::memory_order_relaxed);
-  return c;
+KernelBase::~KernelBase() {
+  Monitor::instance().untrack(&stats_);
+  Runtime::instance().unregister_kernel(this);
 }
 
-bool KernelBase::has_artifact_in_memory(const Program& program, std::string_view arch) {
-  const ProgramIdentity identity =
-      compute_identity(program, arch, Runtime::instance().nvrtc_version());
-  std::lock_guard lock(artifacts_mutex_);
-  return artifacts_.count(identity) != 0;
-}
-
-std::shared_ptr<const CompiledArtifact> KernelBase::obtain_artifact(
-    const Program& program, std::string_view arch, ArtifactOrigin& origin, bool runtime_jit_checked,
-    const std::string& descriptors) {
-  validate_arch(arch);
+KernelBase::Acquired KernelBase::acquire(const Acquire& request) {
   Runtime& runtime = Runtime::instance();
-  const ProgramIdentity identity = compute_identity(program, arch, runtime.nvrtc_version());
+  const Program& program = *request.program;
+  if (request.launching) {
+    stats_.misses.fetch_add(1, std::memory_order_relaxed);
+    if (runtime.backend().is_capturing(request.stream)) {
+      throw RuntimeJitError(name_, program.key_text, request.descriptors(),
+                            "a compile or module load was requested while the stream is "
+                            "capturing a CUDA graph; warm this key up before capturing");
+    }
+  }
+  validate_arch(request.arch);
+  const ProgramIdentity identity = compute_identity(program, request.arch, runtime.nvrtc_version());
 
-  // Single flight within the process: the first thread for an identity installs a future and
-  // does the work; the others wait on it.
-  std::promise<std::shared_ptr<const CompiledArtifact>> promise;
-  std::shared_future<std::shared_ptr<const CompiledArtifact>> future;
-  bool owner = false;
+  // Single flight within the process: the first thread for an identity claims it (installs a
+  // future) and finds or compiles the artifact; the others wait on the future.
+  Acquired acquired;
+  std::optional<std::promise<std::shared_ptr<const CompiledArtifact>>> claim;
+  std::shared_future<std::shared_ptr<const CompiledArtifact>> pending;
   {
     std::lock_guard lock(artifacts_mutex_);
-    auto it = artifacts_.find(identity);
-    if (it == artifacts_.end()) {
-      future = promise.get_future().share();
-      artifacts_.emplace(identity, future);
-      owner = true;
+    if (auto it = artifacts_.find(identity); it != artifacts_.end()) {
+      pending = it->second;
     } else {
-      future = it->second;
+      claim.emplace();
+      artifacts_.emplace(identity, claim->get_future().share());
     }
   }
-  if (!owner) {
-    origin = ArtifactOrigin::memory;
-    return future.get();  // rethrows the owner's failure
-  }
-
-  try {
-    std::shared_ptr<ArtifactStore> store = runtime.artifact_store();
-    std::shared_ptr<const CompiledArtifact> artifact;
-    std::unique_ptr<CompileGuard> guard;
-    if (store) {
-      if (auto found = store->find(identity)) {
-        artifact = std::make_shared<const CompiledArtifact>(std::move(*found));
-      } else {
-        // Cross-process single flight: wait for another process compiling this identity,
-        // then look again before compiling ourselves.
-        guard = store->lock(identity);
-        if (auto after_wait = store->find(identity)) {
-          artifact = std::make_shared<const CompiledArtifact>(std::move(*after_wait));
-        }
-      }
-    }
-    if (artifact) {
-      origin = ArtifactOrigin::disk;
-      stats_.disk_loads.fetch_add(1, std::memory_order_relaxed);
-    } else {
-      if (!runtime_jit_checked && Monitor::instance().armed()) {
-        stats_.runtime_jit.fetch_add(1, std::memory_order_relaxed);
-        Monitor::instance().on_jit(
-            JitEvent{JitEventKind::compile, name_, program.key_text, descriptors});
-      }
-      auto compiled = std::make_shared<CompiledArtifact>(compile_program(program, arch, identity));
-      stats_.compiles.fetch_add(1, std::memory_order_relaxed);
-      stats_.compile_nanoseconds.fetch_add(
-          static_cast<std::uint64_t>(compiled->compile_seconds * 1e9), std::memory_order_relaxed);
-      if (store) store->publish(*compiled);
-      artifact = std::move(compiled);
-      origin = ArtifactOrigin::compiled;
-    }
-    promise.set_value(artifact);
-    return artifact;
-  } catch (...) {
-    // Let waiters see the failure, and forget it so that a later call can try again.
-    promise.set_exception(std::current_exception());
+  // Lets waiters see a failure, and forgets it so that a later call can try again.
+  auto abandon_claim = [&] {
+    if (!claim) return;
+    claim->set_exception(std::current_exception());
+    claim.reset();
     std::lock_guard lock(artifacts_mutex_);
     artifacts_.erase(identity);
+  };
+  auto fulfil_claim = [&] {
+    if (!claim) return;
+    claim->set_value(acquired.artifact);
+    claim.reset();
+  };
+
+  std::shared_ptr<ArtifactStore> store = runtime.artifact_store();
+  try {
+    if (!claim) {
+      acquired.artifact = pending.get();  // rethrows the owner's failure
+      acquired.origin = ArtifactOrigin::memory;
+    } else if (store) {
+      if (auto found = store->find(identity)) {
+        acquired.artifact = std::make_shared<const CompiledArtifact>(std::move(*found));
+        acquired.origin = ArtifactOrigin::disk;
+        stats_.disk_loads.fetch_add(1, std::memory_order_relaxed);
+        fulfil_claim();
+      }
+    }
+
+    const bool must_compile = acquired.artifact == nullptr;
+    const bool must_load =
+        request.device >= 0 && find_executor(request.key, request.device) == nullptr;
+    Monitor& monitor = Monitor::instance();
+    if ((must_compile || must_load) && monitor.armed()) {
+      stats_.runtime_jit.fetch_add(1, std::memory_order_relaxed);
+      monitor.on_jit(JitEvent{must_compile ? JitEventKind::compile : JitEventKind::load, name_,
+                              program.key_text, request.descriptors()});
+    }
+
+    if (must_compile) {
+      // Cross-process single flight: wait for another process compiling this identity, then
+      // look again before compiling here.
+      std::unique_ptr<CompileGuard> guard;
+      if (store) {
+        guard = store->lock(identity);
+        if (auto after_wait = store->find(identity)) {
+          acquired.artifact = std::make_shared<const CompiledArtifact>(std::move(*after_wait));
+          acquired.origin = ArtifactOrigin::disk;
+          stats_.disk_loads.fetch_add(1, std::memory_order_relaxed);
+        }
+      }
+      if (!acquired.artifact) {
+        auto compiled =
+            std::make_shared<CompiledArtifact>(runtime.compile(program, request.arch, identity));
+        stats_.compiles.fetch_add(1, std::memory_order_relaxed);
+        stats_.compile_nanoseconds.fetch_add(
+            static_cast<std::uint64_t>(compiled->compile_seconds * 1e9), std::memory_order_relaxed);
+        if (store) store->publish(*compiled);
+        acquired.artifact = std::move(compiled);
+        acquired.origin = ArtifactOrigin::compiled;
+      }
+      fulfil_claim();
+    }
+  } catch (...) {
+    abandon_claim();
     throw;
   }
+
+  if (request.device >= 0) acquired.function = &load_on_device(request, *acquired.artifact);
+  return acquired;
 }
 
-void KernelBase::check_arguments(const LoadedFunction& function, const KernelArgs& args,
-                                 const std::string& key_text) const {
+const LoadedFunction& KernelBase::load_on_device(const Acquire& request,
+                                                 const CompiledArtifact& artifact) {
+  std::lock_guard lock(load_mutex_);
+  if (const LoadedFunction* function = find_executor(request.key, request.device)) {
+    return *function;
+  }
+  const std::string& entry = artifact.lowered(request.program->name_expressions.front());
+  const LoadedFunction function =
+      Runtime::instance().backend().load(artifact, entry, request.device);
+  stats_.loads.fetch_add(1, std::memory_order_relaxed);
+  return insert_executor(request.key, request.device, function);
+}
+
+void KernelBase::refuse_arguments(const LoadedFunction& function, const KernelArgs& args) const {
   std::string problem;
   if (function.param_count != args.count()) {
     problem = "the plan packed " + std::to_string(args.count()) +
@@ -120,8 +143,7 @@ void KernelBase::check_arguments(const LoadedFunction& function, const KernelArg
       }
     }
   }
-  throw LaunchError("kernel " + name_ + (key_text.empty() ? "" : " [" + key_text + "]") +
-                    ": launch refused: " + problem +
+  throw LaunchError("kernel " + name_ + ": launch refused: " + problem +
                     " (the host-side argument block and the kernel source disagree)");
 }
 
@@ -130,13 +152,7 @@ void KernelBase::reset_base_for_testing() {
     std::lock_guard lock(artifacts_mutex_);
     artifacts_.clear();
   }
-  stats_.hits = 0;
-  stats_.misses = 0;
-  stats_.compiles = 0;
-  stats_.compile_nanoseconds = 0;
-  stats_.disk_loads = 0;
-  stats_.loads = 0;
-  stats_.runtime_jit = 0;
+  stats_.reset();
 }
 
 }  // namespace zerojit

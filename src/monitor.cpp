@@ -1,13 +1,13 @@
 #include "zerojit/monitor.hpp"
 
-#include <cstdio>
+#include <algorithm>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <string>
 
+#include "json_text.hpp"
 #include "zerojit/error.hpp"
-#include "zerojit/kernel.hpp"
-#include "zerojit/key.hpp"
-#include "zerojit/runtime.hpp"
+#include "zerojit/log.hpp"
 
 namespace zerojit {
 
@@ -46,8 +46,8 @@ Monitor::Monitor() {
     if (auto parsed = parse_monitor_mode(mode)) {
       mode_.store(*parsed);
     } else {
-      std::fprintf(stderr, "zerojit: ignoring ZEROJIT_MONITOR=%s (expected off, warn or error)\n",
-                   mode);
+      log_warning("monitor", "ignoring ZEROJIT_MONITOR=" + std::string(mode) +
+                                 " (expected off, warn or error)");
     }
   }
   if (const char* verbose = std::getenv("ZEROJIT_MONITOR_VERBOSE")) {
@@ -63,13 +63,16 @@ void Monitor::on_jit(const JitEvent& event) {
                         " of kernel " + event.kernel + " [" + event.key + "]";
   if (!event.descriptors.empty()) message += "\n  runtime descriptors: " + event.descriptors;
   std::function<void(std::string_view)> sink;
+  std::function<void(const JitEvent&)> callback;
   bool report = false;
   {
     std::lock_guard lock(mutex_);
     events_.push_back(event);
     report = reported_.emplace(event.kernel, event.key).second || verbose();
     sink = sink_;
+    callback = event_callback_;
   }
+  if (callback) callback(event);
   if (current == MonitorMode::error) {
     // A load without a compile means the key was warmed, but not on the launch's device.
     throw RuntimeJitError(
@@ -87,13 +90,49 @@ void Monitor::on_jit(const JitEvent& event) {
   if (sink) {
     sink(message);
   } else {
-    std::fprintf(stderr, "zerojit warning: %s\n", message.c_str());
+    log_warning("monitor", message);
   }
 }
 
 void Monitor::set_sink(std::function<void(std::string_view)> sink) {
   std::lock_guard lock(mutex_);
   sink_ = std::move(sink);
+}
+
+void Monitor::set_event_callback(std::function<void(const JitEvent&)> callback) {
+  std::lock_guard lock(mutex_);
+  event_callback_ = std::move(callback);
+}
+
+void Monitor::track(const std::string* kernel, const KernelStats* stats) {
+  std::lock_guard lock(mutex_);
+  tracked_.emplace_back(kernel, stats);
+}
+
+void Monitor::untrack(const KernelStats* stats) {
+  std::lock_guard lock(mutex_);
+  std::erase_if(tracked_, [stats](const auto& entry) { return entry.second == stats; });
+}
+
+KernelCounters KernelStats::read(std::string_view kernel) const {
+  KernelCounters c;
+  c.kernel = std::string(kernel);
+  c.hits = hits.load(std::memory_order_relaxed);
+  c.misses = misses.load(std::memory_order_relaxed);
+  c.compiles = compiles.load(std::memory_order_relaxed);
+  c.compile_seconds =
+      static_cast<double>(compile_nanoseconds.load(std::memory_order_relaxed)) * 1e-9;
+  c.disk_loads = disk_loads.load(std::memory_order_relaxed);
+  c.loads = loads.load(std::memory_order_relaxed);
+  c.runtime_jit = runtime_jit.load(std::memory_order_relaxed);
+  return c;
+}
+
+void KernelStats::reset() {
+  for (auto* counter :
+       {&hits, &misses, &compiles, &compile_nanoseconds, &disk_loads, &loads, &runtime_jit}) {
+    counter->store(0, std::memory_order_relaxed);
+  }
 }
 
 std::vector<JitEvent> Monitor::events() const {
@@ -108,29 +147,27 @@ void Monitor::reset_events() {
 }
 
 std::vector<KernelCounters> Monitor::counters() const {
+  std::lock_guard lock(mutex_);
   std::vector<KernelCounters> all;
-  for (const KernelBase* kernel : Runtime::instance().kernels()) all.push_back(kernel->counters());
+  all.reserve(tracked_.size());
+  for (const auto& [kernel, stats] : tracked_) all.push_back(stats->read(*kernel));
   return all;
 }
 
 std::string Monitor::counters_json() const {
-  std::string out = "{\"mode\":\"" + std::string(to_string(mode())) +
-                    "\",\"armed\":" + (armed() ? "true" : "false") + ",\"kernels\":[";
-  bool first = true;
+  nlohmann::ordered_json kernels = nlohmann::ordered_json::array();
   for (const KernelCounters& c : counters()) {
-    if (!first) out += ',';
-    first = false;
-    out += "{\"kernel\":";
-    detail::append_json_string(out, c.kernel);
-    out += ",\"hits\":" + std::to_string(c.hits) + ",\"misses\":" + std::to_string(c.misses) +
-           ",\"compiles\":" + std::to_string(c.compiles) + ",\"compile_seconds\":";
-    detail::append_double(out, c.compile_seconds);
-    out += ",\"disk_loads\":" + std::to_string(c.disk_loads) +
-           ",\"loads\":" + std::to_string(c.loads) +
-           ",\"runtime_jit\":" + std::to_string(c.runtime_jit) + "}";
+    kernels.push_back({{"kernel", c.kernel},
+                       {"hits", c.hits},
+                       {"misses", c.misses},
+                       {"compiles", c.compiles},
+                       {"compile_seconds", c.compile_seconds},
+                       {"disk_loads", c.disk_loads},
+                       {"loads", c.loads},
+                       {"runtime_jit", c.runtime_jit}});
   }
-  out += "]}";
-  return out;
+  return json_text(
+      {{"mode", to_string(mode())}, {"armed", armed()}, {"kernels", std::move(kernels)}});
 }
 
 Monitor::WarmupScope::WarmupScope() : was_armed_(Monitor::instance().armed()) {

@@ -3,7 +3,6 @@
 #include <cstdio>
 #include <string>
 
-#include "zerojit/compiler.hpp"
 #include "zerojit/error.hpp"
 
 #define XXH_INLINE_ALL

@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 
+#include "json_text.hpp"
 #include "zerojit/compile_pool.hpp"
 #include "zerojit/cuda.hpp"
 #include "zerojit/parallel.hpp"
@@ -71,14 +72,12 @@ std::vector<std::string> Manifest::lines() const {
 }
 
 std::string Manifest::to_json() const {
-  std::string out = "[";
-  for (std::size_t i = 0; i < entries.size(); ++i) {
-    if (i) out += ',';
-    out += "{\"kernel\":";
-    detail::append_json_string(out, entries[i].kernel->name());
-    out += ",\"key\":" + entries[i].key_json + "}";
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const auto& entry : entries) {
+    out.push_back(
+        {{"kernel", entry.kernel->name()}, {"key", nlohmann::ordered_json::parse(entry.key_json)}});
   }
-  return out + "]";
+  return json_text(out);
 }
 
 Manifest WarmupRegistry::manifest() const {
@@ -192,7 +191,7 @@ WarmupReport run_warmup(const Manifest& manifest, const WarmupOptions& options) 
       jobs.size(),
       static_cast<std::size_t>(options.jobs > 0 ? options.jobs : default_job_count())));
   std::optional<CompileProcessPool> pool;
-  std::optional<CompileProcessPool::Installation> installed;
+  std::optional<Runtime::CompileExecutorInstallation> installed;
   if (options.compile_processes && workers > 1) {
     pool.emplace(workers);  // forks at the first compile only
     installed.emplace(*pool);
@@ -281,55 +280,40 @@ std::string WarmupReport::summary_line() const {
 }
 
 std::string WarmupReport::to_json() const {
-  std::string out = "{\"archs\":[";
-  for (std::size_t i = 0; i < archs.size(); ++i) {
-    if (i) out += ',';
-    detail::append_json_string(out, archs[i]);
+  nlohmann::ordered_json kernel_list = nlohmann::ordered_json::array();
+  for (const KernelReport& k : kernels) {
+    kernel_list.push_back({{"kernel", k.kernel},
+                           {"keys", k.keys},
+                           {"compiled", k.compiled},
+                           {"from_disk", k.from_disk},
+                           {"from_memory", k.from_memory},
+                           {"failed", k.failed},
+                           {"seconds", k.seconds}});
   }
-  out += "],\"devices\":[";
-  for (std::size_t i = 0; i < devices.size(); ++i)
-    out += (i ? "," : "") + std::to_string(devices[i]);
-  out += "],\"wall_seconds\":";
-  detail::append_double(out, wall_seconds);
-  out += ",\"monitor_armed\":" + std::string(monitor_armed ? "true" : "false");
-  out += ",\"compile_workers\":" + std::to_string(compile_workers) +
-         ",\"compile_fallbacks\":" + std::to_string(compile_fallbacks);
-  out += ",\"totals\":{\"keys\":" + std::to_string(total_keys()) +
-         ",\"compiled\":" + std::to_string(compiled()) +
-         ",\"from_disk\":" + std::to_string(from_disk()) +
-         ",\"from_memory\":" + std::to_string(from_memory()) +
-         ",\"failed\":" + std::to_string(failed()) + "},\"kernels\":[";
-  for (std::size_t i = 0; i < kernels.size(); ++i) {
-    const KernelReport& k = kernels[i];
-    out += (i ? "," : "") + std::string("{\"kernel\":");
-    detail::append_json_string(out, k.kernel);
-    out += ",\"keys\":" + std::to_string(k.keys) + ",\"compiled\":" + std::to_string(k.compiled) +
-           ",\"from_disk\":" + std::to_string(k.from_disk) +
-           ",\"from_memory\":" + std::to_string(k.from_memory) +
-           ",\"failed\":" + std::to_string(k.failed) + ",\"seconds\":";
-    detail::append_double(out, k.seconds);
-    out += "}";
+  nlohmann::ordered_json key_list = nlohmann::ordered_json::array();
+  for (const KeyReport& k : keys) {
+    nlohmann::ordered_json key = {{"kernel", k.kernel},
+                                  {"key", k.key},
+                                  {"arch", k.arch},
+                                  {"origin", k.error.empty() ? to_string(k.origin) : "failed"},
+                                  {"seconds", k.seconds}};
+    if (!k.error.empty()) key["error"] = k.error;
+    key_list.push_back(std::move(key));
   }
-  out += "],\"keys\":[";
-  for (std::size_t i = 0; i < keys.size(); ++i) {
-    const KeyReport& k = keys[i];
-    out += (i ? "," : "") + std::string("{\"kernel\":");
-    detail::append_json_string(out, k.kernel);
-    out += ",\"key\":";
-    detail::append_json_string(out, k.key);
-    out += ",\"arch\":";
-    detail::append_json_string(out, k.arch);
-    out += ",\"origin\":";
-    detail::append_json_string(out, k.error.empty() ? to_string(k.origin) : "failed");
-    out += ",\"seconds\":";
-    detail::append_double(out, k.seconds);
-    if (!k.error.empty()) {
-      out += ",\"error\":";
-      detail::append_json_string(out, k.error);
-    }
-    out += "}";
-  }
-  return out + "]}";
+  return json_text({{"archs", archs},
+                    {"devices", devices},
+                    {"wall_seconds", wall_seconds},
+                    {"monitor_armed", monitor_armed},
+                    {"compile_workers", compile_workers},
+                    {"compile_fallbacks", compile_fallbacks},
+                    {"totals",
+                     {{"keys", total_keys()},
+                      {"compiled", compiled()},
+                      {"from_disk", from_disk()},
+                      {"from_memory", from_memory()},
+                      {"failed", failed()}}},
+                    {"kernels", std::move(kernel_list)},
+                    {"keys", std::move(key_list)}});
 }
 
 }  // namespace zerojit

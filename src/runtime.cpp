@@ -66,6 +66,29 @@ std::string Runtime::nvrtc_version() {
   return nvrtc_version_;
 }
 
+CompileExecutor* Runtime::compile_executor() const {
+  std::lock_guard lock(mutex_);
+  return compile_executors_.empty() ? nullptr : compile_executors_.back();
+}
+
+CompiledArtifact Runtime::compile(const Program& program, std::string_view arch,
+                                  const ProgramIdentity& identity) {
+  return compile_program(program, arch, identity, compile_executor());
+}
+
+Runtime::CompileExecutorInstallation::CompileExecutorInstallation(CompileExecutor& executor)
+    : executor_(&executor) {
+  Runtime& runtime = Runtime::instance();
+  std::lock_guard lock(runtime.mutex_);
+  runtime.compile_executors_.push_back(executor_);
+}
+
+Runtime::CompileExecutorInstallation::~CompileExecutorInstallation() {
+  Runtime& runtime = Runtime::instance();
+  std::lock_guard lock(runtime.mutex_);
+  std::erase(runtime.compile_executors_, executor_);
+}
+
 std::string Runtime::target_arch(int device) {
   {
     std::lock_guard lock(mutex_);

@@ -8,9 +8,10 @@
 // NvrtcInput in (sources by content, so nothing of the parent's memory is needed), NvrtcOutput
 // or the compile error out. Caching, identities and loading stay in this process.
 //
-// While a pool is installed (Installation), compile_program sends every compile to it. When a
-// worker cannot be used (it died, the socket broke), that compile runs in this process instead
-// and the worker is not used again: the warmup never fails because of the pool.
+// A pool is a CompileExecutor: while it is installed on the Runtime
+// (Runtime::CompileExecutorInstallation), every compile goes to it. When a worker cannot be
+// used (it died, the socket broke), that compile runs in this process instead and the worker is
+// not used again: the warmup never fails because of the pool.
 //
 // Forking duplicates only the calling thread; the workers then use nothing but malloc and
 // NVRTC, which no other thread of theirs can hold (glibc's malloc is fork-safe). A compile
@@ -31,37 +32,21 @@
 
 namespace zerojit {
 
-class CompileProcessPool {
+class CompileProcessPool final : public CompileExecutor {
  public:
   // Up to `workers` (>= 1) processes, forked at the first run(). If none can be forked, every
   // compile runs in this process.
   explicit CompileProcessPool(int workers);
-  ~CompileProcessPool();  // closes the sockets and reaps the workers
+  ~CompileProcessPool() override;  // closes the sockets and reaps the workers
   CompileProcessPool(const CompileProcessPool&) = delete;
   CompileProcessPool& operator=(const CompileProcessPool&) = delete;
 
   // Runs NVRTC on `input` in an idle worker (waits for one); thread-safe. Throws what
   // run_nvrtc would: CompileError with the log, or Error.
-  NvrtcOutput run(const NvrtcInput& input);
+  NvrtcOutput run(const NvrtcInput& input) override;
 
   int workers() const;    // forked so far (0 before the first run)
   int fallbacks() const;  // compiles that ran in this process because a worker failed
-
-  // The pool compile_program uses, or null.
-  static CompileProcessPool* active();
-
-  // Installs a pool for compile_program while it lives (the latest installation still alive
-  // wins; they may end in any order).
-  class Installation {
-   public:
-    explicit Installation(CompileProcessPool& pool);
-    ~Installation();
-    Installation(const Installation&) = delete;
-    Installation& operator=(const Installation&) = delete;
-
-   private:
-    CompileProcessPool* pool_;
-  };
 
  private:
   struct Worker {

@@ -11,9 +11,6 @@
 
 namespace zerojit {
 
-// Options every compile gets, before the program's own. Part of the identity.
-inline constexpr std::string_view kDefaultNvrtcOptions[] = {"-std=c++17", "-default-device"};
-
 struct LoweredName {
   std::string expression;  // as the program named it, e.g. "zj::add<128>"
   std::string lowered;     // the mangled symbol to look up in the module
@@ -61,12 +58,6 @@ std::string cuda_include_dir();
 // Checks an arch name ("sm_90a", "sm_100a", "sm_89", ...); throws zerojit::Error otherwise.
 void validate_arch(std::string_view arch);
 
-// Compiles for `arch`. Throws CompileError (kernel, key and NVRTC log) when NVRTC rejects the
-// program, UnavailableError without NVRTC. `identity` must be compute_identity(program, arch,
-// nvrtc_version()); the caller computed it already, so it is passed in.
-CompiledArtifact compile_program(const Program& program, std::string_view arch,
-                                 const ProgramIdentity& identity);
-
 // The two halves of compile_program, apart so that a worker process can run NVRTC on input
 // prepared here (compile_pool.hpp). NvrtcInput holds everything NVRTC reads: the source and
 // every header by content, the full option list (defaults, arch, program options).
@@ -94,5 +85,23 @@ struct NvrtcOutput {
 NvrtcInput make_nvrtc_input(const Program& program, std::string_view arch);
 // Compiles in this process; throws CompileError (with NVRTC's log) or Error.
 NvrtcOutput run_nvrtc(const NvrtcInput& input);
+
+// Where NVRTC runs: an interface so that warmup can send compiles to worker processes
+// (CompileProcessPool, compile_pool.hpp) while everything else stays in this process. The
+// Runtime holds the one in use (Runtime::compile_executor); none means this process.
+class CompileExecutor {
+ public:
+  virtual ~CompileExecutor() = default;
+  // Throws what run_nvrtc throws.
+  virtual NvrtcOutput run(const NvrtcInput& input) = 0;
+};
+
+// Compiles for `arch`, through `executor` (nullptr: in this process). Throws CompileError
+// (kernel, key and NVRTC log) when NVRTC rejects the program, UnavailableError without NVRTC.
+// `identity` must be compute_identity(program, arch, nvrtc_version()); the caller computed it
+// already, so it is passed in.
+CompiledArtifact compile_program(const Program& program, std::string_view arch,
+                                 const ProgramIdentity& identity,
+                                 CompileExecutor* executor = nullptr);
 
 }  // namespace zerojit

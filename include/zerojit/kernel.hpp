@@ -1,9 +1,33 @@
-// The kernel contract (DESIGN.md): one owner object per kernel, holding its dispatch
-// (descriptors -> key), its program (key -> source to compile), its plan (arguments -> launch
-// spec), and the executor cache that makes a warmed launch a hash lookup.
+// The kernel contract (DESIGN.md), whole: every part a kernel has, in one place.
+//
+// A kernel is one owner class, a per-process singleton deriving from JitKernel<Owner, Key,
+// Descriptors>. It writes only what is its own:
+//
+//   class ScaleAddKernel final : public JitKernel<ScaleAddKernel, ScaleAddKey, ScaleAddDescriptors>
+//   {
+//    public:
+//     // descriptors -> key: the single place specialization is decided. Pure.
+//     ScaleAddKey dispatch(const ScaleAddDescriptors& d) const override;
+//     // key -> what NVRTC compiles: make_program(key, source, instantiate(function, key)).
+//     Program program(const ScaleAddKey& key) const override;
+//     // arguments -> launch spec (launch.hpp): validate with checks(), dispatch, pack the
+//     // argument block, set the geometry and the device.
+//     LaunchSpec<ScaleAddKey> plan(const ScaleAddArgs& args) const;
+//     // the runtime descriptors a configuration can produce (space.hpp), built from what the
+//     // configuration decides (the kernel's gate).
+//     WarmupSpace<ScaleAddDescriptors> warmup_space(...) const;
+//    private:
+//     friend JitKernel;
+//     ScaleAddKernel() : JitKernel("examples.scale_add", embedded_files()) {}  // the name, once
+//   };
+//
+// and gets from the base: the singleton (ScaleAddKernel::instance()), a launch from the plan
+// on its device and a stream (kernel(args, stream)), compile / compile_many / warm for warmup,
+// the executor cache (a warmed launch is a lock-free lookup with no allocation), the artifact
+// tiers (memory -> artifact store -> NVRTC) and the JIT monitor, consulted on the one slow path
+// (KernelBase::acquire, src/kernel.cpp).
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <future>
@@ -17,7 +41,9 @@
 #include <vector>
 
 #include "zerojit/backend.hpp"
+#include "zerojit/checks.hpp"
 #include "zerojit/compiler.hpp"
+#include "zerojit/embedded.hpp"
 #include "zerojit/error.hpp"
 #include "zerojit/executor_cache.hpp"
 #include "zerojit/key.hpp"
@@ -26,6 +52,7 @@
 #include "zerojit/parallel.hpp"
 #include "zerojit/program.hpp"
 #include "zerojit/runtime.hpp"
+#include "zerojit/space.hpp"
 
 namespace zerojit {
 
@@ -37,17 +64,49 @@ struct WarmResult {
   int devices_loaded = 0;
 };
 
-// The untyped half of every kernel: name, counters, the artifact tiers (memory -> store ->
-// NVRTC), and the launch-argument check.
+// The runtime descriptors behind a launch, described only when a message needs them (a miss,
+// a monitor event): the hit path never builds the text, nor even the descriptors. Refers to
+// the object it was made from, which must outlive it.
+class DescriptorText {
+ public:
+  DescriptorText() = default;
+  // From a descriptors struct.
+  template <Described D>
+  static DescriptorText of(const D& descriptors) {
+    return DescriptorText(
+        [](const void* object) { return describe(*static_cast<const D*>(object)); }, &descriptors);
+  }
+  // From an argument struct with `descriptors()`.
+  template <class Args>
+  static DescriptorText of_args(const Args& args) {
+    return DescriptorText(
+        [](const void* object) {
+          return describe(static_cast<const Args*>(object)->descriptors());
+        },
+        &args);
+  }
+  std::string operator()() const { return render_ != nullptr ? render_(object_) : std::string{}; }
+
+ private:
+  DescriptorText(std::string (*render)(const void*), const void* object)
+      : render_(render), object_(object) {}
+  std::string (*render_)(const void*) = nullptr;
+  const void* object_ = nullptr;
+};
+
+// The untyped half of every kernel: name, embedded files, counters, the artifact tiers and
+// the one slow path. Typed executors stay in JitKernel; the slow path reaches them through
+// find_executor / insert_executor with the key passed by address.
 class KernelBase {
  public:
-  explicit KernelBase(std::string name);
   virtual ~KernelBase();
   KernelBase(const KernelBase&) = delete;
   KernelBase& operator=(const KernelBase&) = delete;
 
   const std::string& name() const { return name_; }
-  KernelCounters counters() const;
+  // Where the kernel's sources resolve (nullptr for a kernel whose programs name their own).
+  const EmbeddedFileSet* files() const { return files_; }
+  KernelCounters counters() const { return stats_.read(name_); }
 
   // Number of keys with an executor on some device.
   virtual std::size_t executor_count() const = 0;
@@ -56,21 +115,37 @@ class KernelBase {
   virtual void reset_for_testing() = 0;
 
  protected:
-  // The artifact for a program, from the first tier that has it: this kernel's memory, the
-  // artifact store, NVRTC (publishing to the store). Threads asking for one identity share
-  // one compile. If `runtime_jit_checked` is false and the monitor is armed, an NVRTC compile
-  // is reported to it first (and refused in error mode).
-  std::shared_ptr<const CompiledArtifact> obtain_artifact(const Program& program,
-                                                          std::string_view arch,
-                                                          ArtifactOrigin& origin,
-                                                          bool runtime_jit_checked,
-                                                          const std::string& descriptors);
-  // Whether the in-memory tier already holds this program's artifact for `arch`.
-  bool has_artifact_in_memory(const Program& program, std::string_view arch);
+  KernelBase(std::string name, const EmbeddedFileSet* files);
+
+  // One request for the compiled program of a key, and optionally its function on a device.
+  struct Acquire {
+    const void* key = nullptr;  // the typed key, for find_executor / insert_executor
+    const Program* program = nullptr;
+    std::string_view arch;
+    int device = -1;         // load on this device; -1: compile (and store) only
+    bool launching = false;  // a launch's miss: counted as one, refused while capturing
+    cuda::Stream stream = nullptr;
+    DescriptorText descriptors;
+  };
+  struct Acquired {
+    std::shared_ptr<const CompiledArtifact> artifact;
+    ArtifactOrigin origin = ArtifactOrigin::compiled;
+    const LoadedFunction* function = nullptr;  // when a device was asked for
+  };
+
+  // The slow path, for launches that missed and for warmup alike: the artifact from the first
+  // tier that has it (this kernel's memory, the artifact store, NVRTC; threads asking for one
+  // identity share one compile, processes one through the store's lock), then the module
+  // loaded on the device. The JIT monitor is consulted here and nowhere else: once armed, a
+  // request that must compile, or load a module, is reported (and refused in error mode) before
+  // the work is done. A launch is refused while its stream captures a CUDA graph.
+  Acquired acquire(const Acquire& request);
+
+  virtual const LoadedFunction* find_executor(const void* key, int device) const = 0;
+  virtual const LoadedFunction& insert_executor(const void* key, int device,
+                                                const LoadedFunction& function) = 0;
 
   // Throws LaunchError when the packed arguments disagree with the function's parameters.
-  void check_arguments(const LoadedFunction& function, const KernelArgs& args,
-                       const std::string& key_text) const;
   void check_arguments(const LoadedFunction& function, const KernelArgs& args) const {
     if (function.param_count < 0) return;
     if (function.param_count == args.count()) {
@@ -80,29 +155,25 @@ class KernelBase {
       }
       if (same) return;
     }
-    check_arguments(function, args, std::string{});
+    refuse_arguments(function, args);
   }
 
   void reset_base_for_testing();
 
-  struct Stats {
-    std::atomic<std::uint64_t> hits{0};
-    std::atomic<std::uint64_t> misses{0};
-    std::atomic<std::uint64_t> compiles{0};
-    std::atomic<std::uint64_t> compile_nanoseconds{0};
-    std::atomic<std::uint64_t> disk_loads{0};
-    std::atomic<std::uint64_t> loads{0};
-    std::atomic<std::uint64_t> runtime_jit{0};
-  };
-  Stats stats_;
+  KernelStats stats_;
 
  private:
+  [[noreturn]] void refuse_arguments(const LoadedFunction& function, const KernelArgs& args) const;
+  const LoadedFunction& load_on_device(const Acquire& request, const CompiledArtifact& artifact);
+
   std::string name_;
+  const EmbeddedFileSet* files_;
   std::mutex artifacts_mutex_;
   std::map<ProgramIdentity, std::shared_future<std::shared_ptr<const CompiledArtifact>>> artifacts_;
+  std::mutex load_mutex_;  // one module load at a time per kernel; never held on the hot path
 };
 
-template <CompileKey KeyT, Described DescriptorsT>
+template <class Owner, CompileKey KeyT, Described DescriptorsT>
 class JitKernel : public KernelBase {
  public:
   using Key = KeyT;
@@ -115,14 +186,32 @@ class JitKernel : public KernelBase {
     std::string error;  // the failure's message (names kernel and key)
   };
 
-  using KernelBase::KernelBase;
+  // The per-process singleton.
+  static Owner& instance() {
+    static Owner owner;
+    return owner;
+  }
 
+  // --- What the owner writes ---------------------------------------------------------------
   // The single place where specialization is decided: runtime descriptors -> key. Pure.
   // Throws InvalidArgument for descriptors the kernel cannot take.
   virtual Key dispatch(const Descriptors& descriptors) const = 0;
-  // The source, name expressions and options that compile `key`. Throws zerojit::Error for a
-  // key the kernel cannot build (e.g. a field outside its supported values).
+  // The source, name expressions and options that compile `key` (use make_program). Throws
+  // zerojit::Error for a key the kernel cannot build (e.g. a field outside its values).
   virtual Program program(const Key& key) const = 0;
+  // Plus, not virtual because their types are the owner's: `plan(args)` returning one of the
+  // launch specs of launch.hpp, and `warmup_space(...)` returning a WarmupSpace<Descriptors>.
+
+  // --- What the base provides ---------------------------------------------------------------
+  // Plans the call and launches it on the plan's device and `stream`; returns what the plan's
+  // shape returns (nothing, the outputs, or the finalizer's result).
+  template <class Args>
+  requires requires(const Owner& owner, const Args& args) { owner.plan(args); }
+  auto operator()(const Args& args, cuda::Stream stream = nullptr) {
+    auto spec = owner().plan(args);
+    const LaunchTarget target{spec.device, stream};
+    return launch_described(std::move(spec), target, DescriptorText::of_args(args));
+  }
 
   std::string key_text(const Key& key) const { return describe(key); }
 
@@ -135,7 +224,10 @@ class JitKernel : public KernelBase {
 
   std::shared_ptr<const CompiledArtifact> compile_with_origin(const Key& key, std::string_view arch,
                                                               ArtifactOrigin& origin) {
-    return obtain_artifact(program(key), arch, origin, false, std::string{});
+    const Program prog = program(key);
+    Acquired acquired = acquire({.key = &key, .program = &prog, .arch = arch});
+    origin = acquired.origin;
+    return std::move(acquired.artifact);
   }
 
   // Compiles many keys, `jobs` at a time. A failing key does not stop the others.
@@ -157,12 +249,18 @@ class JitKernel : public KernelBase {
   WarmResult warm(const Key& key, std::string_view arch, std::span<const int> devices) {
     const auto start = std::chrono::steady_clock::now();
     WarmResult result;
-    const auto artifact = compile_with_origin(key, arch, result.origin);
-    if (result.origin == ArtifactOrigin::compiled)
-      result.compile_seconds = artifact->compile_seconds;
     const Program prog = program(key);
+    Acquire request{.key = &key, .program = &prog, .arch = arch};
+    const Acquired compiled = acquire(request);
+    result.origin = compiled.origin;
+    if (result.origin == ArtifactOrigin::compiled) {
+      result.compile_seconds = compiled.artifact->compile_seconds;
+    }
     for (int device : devices) {
-      if (executors_.find(key, device) == nullptr) load_on_device(key, *artifact, prog, device);
+      if (executors_.find(key, device) == nullptr) {
+        request.device = device;
+        acquire(request);
+      }
       ++result.devices_loaded;
     }
     result.seconds =
@@ -175,27 +273,21 @@ class JitKernel : public KernelBase {
   const LoadedFunction& get_or_compile(const Key& key, LaunchTarget target,
                                        const Descriptors* descriptors = nullptr) {
     if (const LoadedFunction* function = executors_.find(key, target.device)) return *function;
-    return load_slow(key, target, descriptors);
+    return load_slow(key, target,
+                     descriptors ? DescriptorText::of(*descriptors) : DescriptorText{});
   }
 
-  // Carries out a plan (see launch.hpp for the three shapes and what each returns).
-  void launch(const LaunchSpec<Key>& spec, LaunchTarget target,
-              const Descriptors* descriptors = nullptr) {
-    launch_packed(spec.key, spec.geometry, spec.args, target, descriptors);
+  // Carries out a plan on an explicit target (see launch.hpp for the three shapes and what
+  // each returns). operator() is the usual way; this one is for tests and benchmarks.
+  template <class Spec>
+  auto launch(Spec spec, LaunchTarget target, const Descriptors* descriptors = nullptr) {
+    return launch_described(std::move(spec), target,
+                            descriptors ? DescriptorText::of(*descriptors) : DescriptorText{});
   }
 
-  template <class Outputs>
-  Outputs launch(LaunchSpecWithOutputs<Key, Outputs> spec, LaunchTarget target,
-                 const Descriptors* descriptors = nullptr) {
-    launch_packed(spec.key, spec.geometry, spec.args, target, descriptors);
-    return std::move(spec.outputs);
-  }
-
-  template <class Outputs, class Finalizer>
-  auto launch(LaunchSpecWithFinalizer<Key, Outputs, Finalizer> spec, LaunchTarget target,
-              const Descriptors* descriptors = nullptr) {
-    launch_packed(spec.key, spec.geometry, spec.args, target, descriptors);
-    return spec.finalize(spec.outputs);
+  // Whether (key, device) has a loaded function: a launch of it takes the hit path.
+  bool has_executor(const Key& key, int device) const {
+    return executors_.find(key, device) != nullptr;
   }
 
   std::size_t executor_count() const override { return executors_.size(); }
@@ -205,10 +297,50 @@ class JitKernel : public KernelBase {
     reset_base_for_testing();
   }
 
+ protected:
+  JitKernel(std::string name, const EmbeddedFileSet* files = nullptr)
+      : KernelBase(std::move(name), files) {}
+  JitKernel(std::string name, const EmbeddedFileSet& files) : KernelBase(std::move(name), &files) {}
+
+  // A Program for `key` with what every owner would repeat filled in: the kernel's name, its
+  // embedded files, the key's text, and the default options (program.hpp). `name_expression`
+  // is the kernel function to compile, e.g. instantiate("zj::dsv4::dcp_pack_kernel", key).
+  Program make_program(const Key& key, std::string source_path, std::string name_expression,
+                       std::vector<std::string> options = {}) const {
+    Program prog;
+    prog.kernel_name = name();
+    prog.files = files();
+    prog.source_path = std::move(source_path);
+    prog.name_expressions = {std::move(name_expression)};
+    prog.options = std::move(options);
+    prog.key_text = describe(key);
+    return prog;
+  }
+
+  // "function<f1, f2, ...>": the key's fields as template arguments, in declaration order.
+  static std::string instantiate(std::string_view function, const Key& key) {
+    return std::string(function) + "<" + template_arguments(key) + ">";
+  }
+
+  // Checks that throw InvalidArgument naming this kernel.
+  ArgumentChecks checks() const { return ArgumentChecks(name()); }
+
  private:
+  Owner& owner() { return static_cast<Owner&>(*this); }
+
+  template <class Spec>
+  auto launch_described(Spec spec, LaunchTarget target, DescriptorText descriptors) {
+    launch_packed(spec.key, spec.geometry, spec.args, target, descriptors);
+    if constexpr (requires { spec.finalize(spec.outputs); }) {
+      return spec.finalize(spec.outputs);
+    } else if constexpr (requires { spec.outputs; }) {
+      return std::move(spec.outputs);
+    }
+  }
+
   // The hot path: lookup, argument check, launch. No lock, no allocation on a hit.
   void launch_packed(const Key& key, const LaunchGeometry& geometry, const KernelArgs& args,
-                     LaunchTarget target, const Descriptors* descriptors) {
+                     LaunchTarget target, DescriptorText descriptors) {
     if (geometry.empty()) return;
     const LoadedFunction* function = executors_.find(key, target.device);
     if (function == nullptr) {
@@ -220,42 +352,28 @@ class JitKernel : public KernelBase {
     Runtime::instance().backend().launch(*function, geometry, args, target.stream);
   }
 
-  const LoadedFunction& load_slow(const Key& key, LaunchTarget target,
-                                  const Descriptors* descriptors) {
-    stats_.misses.fetch_add(1, std::memory_order_relaxed);
-    Backend& backend = Runtime::instance().backend();
+  const LoadedFunction& load_slow(const Key& key, LaunchTarget target, DescriptorText descriptors) {
     const Program prog = program(key);
-    const std::string described = descriptors != nullptr ? describe(*descriptors) : std::string{};
-    if (backend.is_capturing(target.stream)) {
-      throw RuntimeJitError(name(), prog.key_text, described,
-                            "a compile or module load was requested while the stream is "
-                            "capturing a CUDA graph; warm this key up before capturing");
-    }
     const std::string arch = Runtime::instance().target_arch(target.device);
-    Monitor& monitor = Monitor::instance();
-    if (monitor.armed()) {
-      stats_.runtime_jit.fetch_add(1, std::memory_order_relaxed);
-      const bool compiled_already = has_artifact_in_memory(prog, arch);
-      monitor.on_jit(JitEvent{compiled_already ? JitEventKind::load : JitEventKind::compile, name(),
-                              prog.key_text, described});
-    }
-    ArtifactOrigin origin;
-    const auto artifact = obtain_artifact(prog, arch, origin, true, described);
-    return load_on_device(key, *artifact, prog, target.device);
+    return *acquire({.key = &key,
+                     .program = &prog,
+                     .arch = arch,
+                     .device = target.device,
+                     .launching = true,
+                     .stream = target.stream,
+                     .descriptors = descriptors})
+                .function;
   }
 
-  const LoadedFunction& load_on_device(const Key& key, const CompiledArtifact& artifact,
-                                       const Program& prog, int device) {
-    std::lock_guard lock(load_mutex_);
-    if (const LoadedFunction* function = executors_.find(key, device)) return *function;
-    const std::string& entry = artifact.lowered(prog.name_expressions.front());
-    LoadedFunction function = Runtime::instance().backend().load(artifact, entry, device);
-    stats_.loads.fetch_add(1, std::memory_order_relaxed);
-    return executors_.insert(key, device, function);
+  const LoadedFunction* find_executor(const void* key, int device) const override {
+    return executors_.find(*static_cast<const Key*>(key), device);
+  }
+  const LoadedFunction& insert_executor(const void* key, int device,
+                                        const LoadedFunction& function) override {
+    return executors_.insert(*static_cast<const Key*>(key), device, function);
   }
 
   ExecutorCache<Key> executors_;
-  std::mutex load_mutex_;  // one module load at a time per kernel; never held on the hot path
 };
 
 }  // namespace zerojit

@@ -77,11 +77,14 @@ struct LaunchTarget {
 //   LaunchSpec                       -> the launch returns nothing;
 //   LaunchSpecWithOutputs            -> the launch returns the outputs the plan declared;
 //   LaunchSpecWithFinalizer          -> the launch returns finalize(outputs), run after it.
+// `device` is the CUDA device the arguments live on: the plan, which checks that they agree,
+// says where the launch goes.
 template <class Key>
 struct LaunchSpec {
   Key key;
   LaunchGeometry geometry;
   KernelArgs args;
+  int device = 0;
 };
 
 template <class Key, class Outputs>
@@ -90,6 +93,7 @@ struct LaunchSpecWithOutputs {
   LaunchGeometry geometry;
   KernelArgs args;
   Outputs outputs;
+  int device = 0;
 };
 
 template <class Key, class Outputs, class Finalizer>
@@ -99,6 +103,7 @@ struct LaunchSpecWithFinalizer {
   KernelArgs args;
   Outputs outputs;
   Finalizer finalize;  // called as finalize(outputs) after the launch was enqueued
+  int device = 0;
 };
 
 }  // namespace zerojit

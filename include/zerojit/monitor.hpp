@@ -43,6 +43,21 @@ struct KernelCounters {
   std::uint64_t runtime_jit = 0;  // compiles and loads seen after the monitor was armed
 };
 
+// The live counters a kernel keeps: relaxed atomics bumped on the launch and compile paths.
+// The monitor reads them through track(); it needs nothing else of the kernel.
+struct KernelStats {
+  std::atomic<std::uint64_t> hits{0};
+  std::atomic<std::uint64_t> misses{0};
+  std::atomic<std::uint64_t> compiles{0};
+  std::atomic<std::uint64_t> compile_nanoseconds{0};
+  std::atomic<std::uint64_t> disk_loads{0};
+  std::atomic<std::uint64_t> loads{0};
+  std::atomic<std::uint64_t> runtime_jit{0};
+
+  KernelCounters read(std::string_view kernel) const;
+  void reset();
+};
+
 class Monitor {
  public:
   // The singleton. Its mode starts from $ZEROJIT_MONITOR (off, warn, error; default off);
@@ -65,12 +80,21 @@ class Monitor {
   // RuntimeJitError naming the kernel, the key and the descriptors.
   void on_jit(const JitEvent& event);
 
-  // Where warnings go (default: standard error). Tests capture them.
+  // Where warnings go (default: the library log, log.hpp, as warnings of component
+  // "monitor"). Tests capture them.
   void set_sink(std::function<void(std::string_view)> sink);
+  // Called with every event the armed monitor sees (warn and error mode), before an error is
+  // thrown, on the thread that asked for the compile or load. For engines that count or
+  // report events their own way. nullptr removes it.
+  void set_event_callback(std::function<void(const JitEvent&)> callback);
 
   // Every event seen since the last reset (both modes), for tests and the tool.
   std::vector<JitEvent> events() const;
   void reset_events();
+
+  // Kernels register their counters here for as long as they live (KernelBase does).
+  void track(const std::string* kernel, const KernelStats* stats);
+  void untrack(const KernelStats* stats);
 
   // Counters of every live kernel, and the same as JSON:
   // {"mode":"error","armed":true,"kernels":[{"kernel":"...","hits":..,...}]}
@@ -97,6 +121,8 @@ class Monitor {
   std::atomic<bool> armed_{false};
   mutable std::mutex mutex_;
   std::function<void(std::string_view)> sink_;
+  std::function<void(const JitEvent&)> event_callback_;
+  std::vector<std::pair<const std::string*, const KernelStats*>> tracked_;
   std::set<std::pair<std::string, std::string>> reported_;
   std::vector<JitEvent> events_;
 };

@@ -15,6 +15,9 @@ namespace zerojit {
 // an older zerojit is ever taken for a current one.
 inline constexpr int kFormatVersion = 1;
 
+// Options every compile gets, before the program's own. Part of the identity.
+inline constexpr std::string_view kDefaultNvrtcOptions[] = {"-std=c++17", "-default-device"};
+
 struct Program {
   std::string kernel_name;                    // the owning kernel, for messages and identity
   const EmbeddedFileSet* files = nullptr;     // where the source and its includes resolve

@@ -1,6 +1,6 @@
 // The process-wide state zerojit keeps, in one documented singleton: the backend that loads
-// and launches, the artifact store behind the in-memory tier, and the list of live kernels
-// (for counters).
+// and launches, the artifact store behind the in-memory tier, where NVRTC runs (the compile
+// executor), and the list of live kernels.
 #pragma once
 
 #include <atomic>
@@ -11,6 +11,7 @@
 
 #include "zerojit/artifact_store.hpp"
 #include "zerojit/backend.hpp"
+#include "zerojit/compiler.hpp"
 
 namespace zerojit {
 
@@ -35,6 +36,26 @@ class Runtime {
   // process served entirely from disk never loads NVRTC); else NVRTC is loaded to ask it.
   std::string nvrtc_version();
 
+  // Where compiles run: the latest installed executor still alive, or nullptr (this process).
+  CompileExecutor* compile_executor() const;
+  // Compiles `program` through the current executor (see compile_program).
+  CompiledArtifact compile(const Program& program, std::string_view arch,
+                           const ProgramIdentity& identity);
+
+  // Installs an executor for as long as it lives. Installations may end in any order (two
+  // warmups on two threads): the latest one still alive is the one used, and one that ended
+  // never comes back.
+  class CompileExecutorInstallation {
+   public:
+    explicit CompileExecutorInstallation(CompileExecutor& executor);
+    ~CompileExecutorInstallation();
+    CompileExecutorInstallation(const CompileExecutorInstallation&) = delete;
+    CompileExecutorInstallation& operator=(const CompileExecutorInstallation&) = delete;
+
+   private:
+    CompileExecutor* executor_;
+  };
+
   // The target arch of a device, asked once per device.
   std::string target_arch(int device);
 
@@ -52,6 +73,7 @@ class Runtime {
   std::string nvrtc_version_;
   std::vector<std::string> target_archs_;
   std::vector<KernelBase*> kernels_;
+  std::vector<CompileExecutor*> compile_executors_;  // installed, the latest last
 };
 
 }  // namespace zerojit

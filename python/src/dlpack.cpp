@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "dlpack_abi.hpp"
 #include "zerojit/dtype.hpp"
 #include "zerojit/error.hpp"
 
@@ -13,57 +14,7 @@ namespace py = pybind11;
 namespace zerojit::python {
 namespace {
 
-// The DLPack ABI (dlpack.h v1.1), declared here rather than included: it is a stable C ABI of
-// a few plain structs, and declaring it keeps the build free of one more dependency.
-struct DLDevice {
-  std::int32_t device_type;
-  std::int32_t device_id;
-};
-struct DLDataType {
-  std::uint8_t code;
-  std::uint8_t bits;
-  std::uint16_t lanes;
-};
-struct DLTensor {
-  void* data;
-  DLDevice device;
-  std::int32_t ndim;
-  DLDataType dtype;
-  std::int64_t* shape;
-  std::int64_t* strides;  // in elements; null means compact row-major
-  std::uint64_t byte_offset;
-};
-struct DLManagedTensor {
-  DLTensor dl_tensor;
-  void* manager_ctx;
-  void (*deleter)(DLManagedTensor* self);
-};
-struct DLPackVersion {
-  std::uint32_t major;
-  std::uint32_t minor;
-};
-struct DLManagedTensorVersioned {
-  DLPackVersion version;
-  void* manager_ctx;
-  void (*deleter)(DLManagedTensorVersioned* self);
-  std::uint64_t flags;
-  DLTensor dl_tensor;
-};
-
-constexpr std::int32_t kDLCPU = 1;
-constexpr std::int32_t kDLCUDA = 2;
-constexpr std::int32_t kDLCUDAHost = 3;
-constexpr std::int32_t kDLCUDAManaged = 13;
-constexpr std::uint64_t kDLPackFlagReadOnly = 1;
-constexpr std::uint8_t kDLFloat4_e2m1fn = 17;
-// The newest DLPack version this consumer reads; producers may answer with an older one.
-constexpr std::uint32_t kMaxDLPackMajor = 1;
-constexpr std::uint32_t kMaxDLPackMinor = 1;
-
-constexpr const char* kCapsuleName = "dltensor";
-constexpr const char* kUsedCapsuleName = "used_dltensor";
-constexpr const char* kVersionedCapsuleName = "dltensor_versioned";
-constexpr const char* kUsedVersionedCapsuleName = "used_dltensor_versioned";
+using namespace dlpack;
 
 [[noreturn]] void fail(std::string_view kernel, std::string_view argument,
                        const std::string& problem) {
@@ -110,6 +61,53 @@ py::object request_capsule(py::handle object, const py::object& stream) {
 }
 
 }  // namespace
+
+TensorRef tensor_ref_from_dltensor(const void* dl_tensor, std::string_view kernel,
+                                   std::string_view argument) {
+  const DLTensor& tensor = *static_cast<const DLTensor*>(dl_tensor);
+  Device device;
+  switch (tensor.device.device_type) {
+    case kDLCPU:
+    case kDLCUDAHost:  // pinned host memory: a host pointer
+      device = Device::cpu();
+      break;
+    case kDLCUDA:
+    case kDLCUDAManaged:
+      device = Device::cuda(tensor.device.device_id);
+      break;
+    default:
+      fail(kernel, argument,
+           "is on " + device_type_text(tensor.device.device_type) +
+               ", which zerojit kernels cannot address (they take CUDA tensors)");
+  }
+  const std::optional<DType> dtype = import_dtype(tensor.dtype);
+  if (!dtype) {
+    fail(kernel, argument,
+         "has DLPack dtype (code " + std::to_string(tensor.dtype.code) + ", bits " +
+             std::to_string(tensor.dtype.bits) + ", lanes " + std::to_string(tensor.dtype.lanes) +
+             "), which zerojit does not know");
+  }
+  if (tensor.ndim < 0 || tensor.ndim > kMaxTensorDims) {
+    fail(kernel, argument,
+         "has " + std::to_string(tensor.ndim) + " dimensions; zerojit tensors have at most " +
+             std::to_string(kMaxTensorDims));
+  }
+  // Filled in place: this runs for every tensor of every launch from Python.
+  TensorRef ref;
+  ref.desc.dtype = *dtype;
+  ref.desc.ndim = tensor.ndim;
+  ref.desc.device = device;
+  std::int64_t compact = 1;
+  for (int d = tensor.ndim; d-- > 0;) {
+    const auto index = static_cast<std::size_t>(d);
+    ref.desc.shape[index] = tensor.shape[d];
+    ref.desc.strides[index] = tensor.strides != nullptr ? tensor.strides[d] : compact;
+    compact *= tensor.shape[d] > 0 ? tensor.shape[d] : 1;
+  }
+  ref.data = static_cast<char*>(tensor.data) + tensor.byte_offset;
+  ref.desc.alignment = pointer_alignment(ref.data);
+  return ref;
+}
 
 ProducerStream producer_stream_for(std::uintptr_t stream) {
   return ProducerStream{py::int_(stream == 0 ? std::uintptr_t{1} : stream)};
@@ -205,47 +203,7 @@ ImportedTensor import_tensor(py::handle object, std::string_view kernel, std::st
   const DLTensor& tensor =
       imported.versioned_ ? static_cast<DLManagedTensorVersioned*>(imported.managed_)->dl_tensor
                           : static_cast<DLManagedTensor*>(imported.managed_)->dl_tensor;
-  Device device;
-  switch (tensor.device.device_type) {
-    case kDLCPU:
-    case kDLCUDAHost:  // pinned host memory: a host pointer
-      device = Device::cpu();
-      break;
-    case kDLCUDA:
-    case kDLCUDAManaged:
-      device = Device::cuda(tensor.device.device_id);
-      break;
-    default:
-      fail(kernel, argument,
-           "is on " + device_type_text(tensor.device.device_type) +
-               ", which zerojit kernels cannot address (they take CUDA tensors)");
-  }
-  const std::optional<DType> dtype = import_dtype(tensor.dtype);
-  if (!dtype) {
-    fail(kernel, argument,
-         "has DLPack dtype (code " + std::to_string(tensor.dtype.code) + ", bits " +
-             std::to_string(tensor.dtype.bits) + ", lanes " + std::to_string(tensor.dtype.lanes) +
-             "), which zerojit does not know");
-  }
-  if (tensor.ndim < 0 || tensor.ndim > kMaxTensorDims) {
-    fail(kernel, argument,
-         "has " + std::to_string(tensor.ndim) + " dimensions; zerojit tensors have at most " +
-             std::to_string(kMaxTensorDims));
-  }
-  const auto ndim = static_cast<std::size_t>(tensor.ndim);
-  std::array<std::int64_t, kMaxTensorDims> shape{};
-  std::array<std::int64_t, kMaxTensorDims> strides{};
-  std::int64_t compact = 1;
-  for (std::size_t d = ndim; d-- > 0;) {
-    shape[d] = tensor.shape[d];
-    strides[d] = tensor.strides != nullptr ? tensor.strides[d] : compact;
-    compact *= shape[d] > 0 ? shape[d] : 1;
-  }
-  TensorDesc desc =
-      TensorDesc::strided(*dtype, std::span<const std::int64_t>(shape.data(), ndim),
-                          std::span<const std::int64_t>(strides.data(), ndim), device);
-  void* data = static_cast<char*>(tensor.data) + tensor.byte_offset;
-  imported.ref_ = make_tensor_ref(data, desc);
+  imported.ref_ = tensor_ref_from_dltensor(&tensor, kernel, argument);
   return imported;
 }
 

@@ -55,6 +55,11 @@ class ImportedTensor {
   bool versioned_ = false;
 };
 
+// The TensorRef of a DLTensor (dlpack_abi.hpp's, passed as void* to keep the ABI out of this
+// header): device, dtype, shape and strides checked as import_tensor checks them.
+TensorRef tensor_ref_from_dltensor(const void* dl_tensor, std::string_view kernel,
+                                   std::string_view argument);
+
 // Imports `object` for argument `argument` of `kernel`. Throws zerojit::InvalidArgument naming
 // both when the object is not a tensor, is on a device zerojit cannot address, has a dtype
 // zerojit does not know or more dimensions than it supports. Errors raised by the producer

@@ -7,6 +7,7 @@
 
 #include "bindings.hpp"
 #include "dsv4/config.hpp"
+#include "fast_call.hpp"
 #include "zerojit/error.hpp"
 
 namespace py = pybind11;
@@ -72,6 +73,23 @@ void translate(std::exception_ptr pointer) {
 }
 
 }  // namespace
+
+void set_python_error_from_current_exception() {
+  try {
+    throw;
+  } catch (py::error_already_set& error) {
+    error.restore();
+  } catch (const std::exception& error) {
+    try {
+      if (error_classes() != nullptr) translate(std::current_exception());
+    } catch (...) {
+      // Not one of zerojit's: a RuntimeError below.
+    }
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, error.what());
+  } catch (...) {
+    PyErr_SetString(PyExc_RuntimeError, "zerojit: unknown C++ exception");
+  }
+}
 
 void register_errors(py::module_& module) {
   py::module_ errors = py::module_::import("zerojit._errors");

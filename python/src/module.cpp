@@ -9,5 +9,7 @@ PYBIND11_MODULE(_core, module) {
   module.doc() = "zerojit's compiled core; use the zerojit package rather than this module";
   zerojit::python::register_errors(module);
   zerojit::python::bind_kernels(module);
+  zerojit::python::bind_fast_ops(module);
+  zerojit::python::bind_benchmark(module);
   zerojit::python::bind_runtime(module);
 }

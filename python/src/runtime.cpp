@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "bindings.hpp"
-#include "dsv4/model.hpp"
+#include "dsv4/family.hpp"
 #include "zerojit/disk_cache.hpp"
 #include "zerojit/zerojit.hpp"
 

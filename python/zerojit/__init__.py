@@ -39,6 +39,21 @@ from .dsv4 import (
 __version__ = "0.1.0"
 
 
+def _register_torch_ops():
+    """torch.ops.zerojit.*, when PyTorch can be imported (zerojit.torch_ops)."""
+    import importlib.util
+    import os
+
+    if os.environ.get("ZEROJIT_NO_TORCH") == "1" or importlib.util.find_spec("torch") is None:
+        return None
+    from . import torch_ops
+
+    return torch_ops
+
+
+torch_ops = _register_torch_ops()
+
+
 def driver_available():
     """Whether the CUDA driver could be loaded (never raises)."""
     return _core.driver_available()

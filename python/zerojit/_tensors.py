@@ -24,23 +24,6 @@ def is_torch_tensor(value):
     return torch is not None and isinstance(value, torch.Tensor)
 
 
-def launch_stream(anchor, stream):
-    """The (stream handle, producer stream) pair for a launch on ``anchor``'s device.
-
-    An explicit ``stream`` (a ``torch.cuda.Stream`` or a raw ``CUstream`` handle as an int) is
-    used as given, and the producers of the tensors are asked to synchronize with it (DLPack's
-    ``__dlpack__(stream=...)``). Without one, a torch CUDA tensor launches on PyTorch's current
-    stream of its device; the tensors are then already ordered on that stream, so no
-    synchronization is requested (-1). Anything else launches on the legacy default stream.
-    """
-    if stream is not None:
-        return int(getattr(stream, "cuda_stream", stream)), None
-    if is_torch_tensor(anchor) and anchor.is_cuda:
-        torch = sys.modules["torch"]
-        return torch.cuda.current_stream(anchor.device).cuda_stream, -1
-    return 0, None
-
-
 def empty(like, shape, dtype):
     """An uninitialized tensor of ``shape`` and zerojit ``dtype`` (f32, u8, i32, e4m3) on the
     device of ``like``: a torch tensor for a torch tensor, a numpy array for a numpy array."""

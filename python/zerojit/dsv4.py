@@ -13,9 +13,11 @@ monitor mode ``error``) and always an error while the stream captures a CUDA gra
 The same functions run the CPU reference on host tensors: see ``zerojit.reference``.
 """
 
+import sys
+
 from . import _core
 from . import _errors
-from ._tensors import empty, is_torch_tensor, launch_stream, ones, shape_of, torch_module
+from ._tensors import empty, is_torch_tensor, shape_of, torch_module
 
 __all__ = [
     "fused_indexer_q_rope_quant",
@@ -38,12 +40,43 @@ _QUANT_BLOCK = 64
 _TOKEN_STRIDE = 576
 _SCALE_DIM = 8
 
+_fast = _core.fast
+_cpu = _core.reference
 
-def _stream_args(anchor, stream, reference):
-    if reference:
-        return {"reference": True}
-    handle, producer = launch_stream(anchor, stream)
-    return {"stream": handle, "producer_stream": producer}
+
+def _eager(anchor):
+    """Whether a call on ``anchor`` takes the fast launch path. Under torch.compile (Dynamo
+    folds ``is_dynamo_compiling`` to True) and for tensor subclasses such as FakeTensor, the
+    call goes through the torch custom op instead (``torch.ops.zerojit``, zerojit.torch_ops),
+    which tracing understands. Replaced by zerojit.torch_ops when it registers the ops."""
+    return True
+
+
+# One float32 [1] tensor of ones per device: vLLM's default per-tensor scale of a float8 cache.
+_unit_scales = {}
+
+
+def _unit_scale(k_cache):
+    """The default ``fp8_scale`` for a float8_e4m3fn cache, made once per device (the C++ launch
+    path calls this when ``fp8_scale`` is None)."""
+    device = k_cache.device
+    scale = _unit_scales.get(device)
+    if scale is None:
+        torch = torch_module()
+        if torch.cuda.is_current_stream_capturing():
+            raise _errors.InvalidArgument(
+                "dsv4.compressor: argument 'fp8_scale': is None while a CUDA graph is being "
+                "captured; pass fp8_scale, or make one call before capturing",
+                "dsv4.compressor",
+                "fp8_scale",
+            )
+        scale = torch.ones(1, dtype=torch.float32, device=device)
+        _unit_scales[device] = scale
+    return scale
+
+
+def _torch_ops():
+    return sys.modules["torch"].ops.zerojit
 
 
 # --- Indexer-Q RoPE + quant (spec section 1) -------------------------------------------------
@@ -67,16 +100,14 @@ def fused_indexer_q_rope_quant_fp8(
     ``index_q_fp8``: ``[T, H, D]`` float8_e4m3fn (or uint8); ``index_weights_out``: ``[T, H]``
     float32 = weights * q_scale * softmax_scale * head_scale.
     """
-    _core.indexer_q_fp8(
-        positions,
-        index_q,
-        index_q_cos_sin_cache,
-        index_weights,
-        float(index_weights_softmax_scale) * float(index_weights_head_scale),
-        index_q_fp8,
-        index_weights_out,
-        **_stream_args(index_q, stream, _reference),
-    )
+    scale = float(index_weights_softmax_scale) * float(index_weights_head_scale)
+    args = (positions, index_q, index_q_cos_sin_cache, index_weights, scale, index_q_fp8)
+    if _reference:
+        _cpu.indexer_q_fp8(*args, index_weights_out)
+    elif _eager(index_q):
+        _fast.indexer_q_fp8(*args, index_weights_out, stream)
+    else:
+        _torch_ops().indexer_q_fp8(*args, index_weights_out)
 
 
 def fused_indexer_q_rope_quant_mxfp4(
@@ -99,17 +130,14 @@ def fused_indexer_q_rope_quant_mxfp4(
     ``index_q_scale``: ``[T, H, D/32]`` uint8 UE8M0 exponents; ``index_weights_out``: ``[T, H]``
     float32 = weights * softmax_scale * head_scale.
     """
-    _core.indexer_q_mxfp4(
-        positions,
-        index_q,
-        index_q_cos_sin_cache,
-        index_weights,
-        float(index_weights_softmax_scale) * float(index_weights_head_scale),
-        index_q_packed,
-        index_q_scale,
-        index_weights_out,
-        **_stream_args(index_q, stream, _reference),
-    )
+    scale = float(index_weights_softmax_scale) * float(index_weights_head_scale)
+    args = (positions, index_q, index_q_cos_sin_cache, index_weights, scale, index_q_packed)
+    if _reference:
+        _cpu.indexer_q_mxfp4(*args, index_q_scale, index_weights_out)
+    elif _eager(index_q):
+        _fast.indexer_q_mxfp4(*args, index_q_scale, index_weights_out, stream)
+    else:
+        _torch_ops().indexer_q_mxfp4(*args, index_q_scale, index_weights_out)
 
 
 def fused_indexer_q_rope_quant(
@@ -131,6 +159,14 @@ def fused_indexer_q_rope_quant(
     MXFP4 (``use_fp4=True``), where a torch ``q_scale`` is viewed as int32 ``[T, H]`` (the four
     UE8M0 bytes of a row, block 0 in the low byte) as DeepGEMM takes it.
     """
+    if not _reference and _eager(index_q):
+        # The outputs are allocated in C++ (the tensors' framework's allocator).
+        scale = float(index_weights_softmax_scale) * float(index_weights_head_scale)
+        args = (positions, index_q, index_q_cos_sin_cache, index_weights, scale)
+        if not use_fp4:
+            return _fast.indexer_q_fp8(*args, None, None, stream)
+        q_packed, q_scale, weights_out = _fast.indexer_q_mxfp4(*args, None, None, None, stream)
+        return (q_packed, _scales_as_int32(q_scale)), weights_out
     kernel = "dsv4.indexer_q_mxfp4" if use_fp4 else "dsv4.indexer_q_fp8"
     tokens, heads, head_dim = shape_of(index_q, kernel, "q", 3)
     index_weights_out = empty(index_weights, shape_of(index_weights, kernel, "weights", 2), "f32")
@@ -172,12 +208,16 @@ def fused_indexer_q_rope_quant(
         stream=stream,
         _reference=_reference,
     )
-    scales = index_q_scale
-    if is_torch_tensor(index_q_scale) and scale_blocks % 4 == 0:
-        scales = index_q_scale.view(torch_module().int32)
-        if scales.shape[-1] == 1:
-            scales = scales.squeeze(-1)
-    return (index_q_packed, scales), index_weights_out
+    return (index_q_packed, _scales_as_int32(index_q_scale)), index_weights_out
+
+
+def _scales_as_int32(q_scale):
+    """A torch ``[T, H, D/32]`` uint8 scale tensor viewed as DeepGEMM takes it: int32 ``[T, H]``
+    when D/32 == 4 (int32 ``[T, H, D/128]`` otherwise); other tensors as they are."""
+    if is_torch_tensor(q_scale) and q_scale.shape[-1] % 4 == 0:
+        scales = q_scale.view(torch_module().int32)
+        return scales.squeeze(-1) if scales.shape[-1] == 1 else scales
+    return q_scale
 
 
 # --- Dequantize + gather of the paged K cache (spec section 2) -------------------------------
@@ -201,30 +241,29 @@ def dequantize_and_gather_k_cache(
     outside ``[offset, offset + G)`` are untouched. ``block_size`` must equal
     ``k_cache.shape[1]``.
     """
-    _core.dequant_gather(
-        out,
-        k_cache,
-        seq_lens,
-        gather_lens,
-        block_table,
-        block_size,
-        int(offset),
-        **_stream_args(out, stream, _reference),
-    )
+    if _reference:
+        _cpu.dequant_gather(out, k_cache, seq_lens, gather_lens, block_table, block_size,
+                                  int(offset))
+    elif _eager(out):
+        _fast.dequant_gather(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset,
+                             stream)
+    else:
+        _check_block_size(k_cache, block_size, "dsv4.dequant_gather")
+        _torch_ops().dequant_gather(out, k_cache, seq_lens, gather_lens, block_table, int(offset))
+
+
+def _check_block_size(k_cache, block_size, kernel):
+    """Under tracing the block size is checked here (the custom op's schema omits it)."""
+    if block_size is not None and int(block_size) != k_cache.shape[1]:
+        raise _errors.InvalidArgument(
+            f"{kernel}: argument 'block_size': must equal k_cache.shape[1] = "
+            f"{k_cache.shape[1]}, got {block_size}",
+            kernel,
+            "block_size",
+        )
 
 
 # --- Compressors (spec sections 3-7) ----------------------------------------------------------
-
-
-def _default_fp8_scale(k_cache, fp8_scale):
-    """vLLM's compressor passes ones(1) when a float8 cache has no per-tensor scale."""
-    if fp8_scale is not None:
-        return fp8_scale
-    torch = torch_module()
-    if torch is not None and isinstance(k_cache, torch.Tensor):
-        if k_cache.dtype == torch.float8_e4m3fn:
-            return torch.ones(1, dtype=torch.float32, device=k_cache.device)
-    return None
 
 
 def fused_kv_compress_norm_rope_insert_sparse_attn(
@@ -258,26 +297,19 @@ def fused_kv_compress_norm_rope_insert_sparse_attn(
     ``store_full_kv`` and ``store_full_fp8`` are optional and, when given, must agree with the
     tensors. Writes ``k_cache`` in place; returns None.
     """
-    rows = _core.c4_store(
-        state_cache,
-        token_to_req_indices,
-        positions,
-        slot_mapping,
-        block_table,
-        block_size,
-        rms_norm_weight,
-        float(rms_norm_eps),
-        cos_sin_cache,
-        k_cache,
-        kv_slot_mapping,
-        kv_cache_block_size,
-        kv_block_stride,
-        _default_fp8_scale(k_cache, fp8_scale),
-        store_full_kv,
-        store_full_fp8,
-        **_stream_args(state_cache, stream, _reference),
-    )
-    return rows if _reference else None
+    args = (state_cache, token_to_req_indices, positions, slot_mapping, block_table, block_size,
+            rms_norm_weight, rms_norm_eps, cos_sin_cache, k_cache, kv_slot_mapping,
+            kv_cache_block_size, kv_block_stride)
+    if _reference:
+        return _cpu.c4_store(*args, _default_fp8_scale(k_cache, fp8_scale), store_full_kv,
+                                   store_full_fp8)
+    if _eager(state_cache):
+        _fast.c4_store(*args, fp8_scale, store_full_kv, store_full_fp8, stream)
+    else:
+        _torch_ops().c4_store(state_cache, token_to_req_indices, positions, slot_mapping,
+                              block_table, rms_norm_weight, float(rms_norm_eps), cos_sin_cache,
+                              k_cache, kv_slot_mapping, _default_fp8_scale(k_cache, fp8_scale))
+    return None
 
 
 def sparse_attn_compress_c128(
@@ -296,20 +328,16 @@ def sparse_attn_compress_c128(
     row of ``compressed_kv`` ``[T, 512]`` (allocated when None; rows of other tokens are left
     unwritten). Returns ``compressed_kv``.
     """
+    args = (state_cache, token_to_req_indices, positions, slot_mapping, block_table, block_size)
+    if not _reference and _eager(state_cache):
+        return _fast.c128_compress(*args, compressed_kv, stream)
     if compressed_kv is None:
         (tokens,) = shape_of(slot_mapping, "dsv4.c128_compress", "slot_mapping", 1)
         compressed_kv = empty(state_cache, (tokens, _HEAD_DIM), "f32")
-    rows = _core.c128_compress(
-        state_cache,
-        token_to_req_indices,
-        positions,
-        slot_mapping,
-        block_table,
-        block_size,
-        compressed_kv,
-        **_stream_args(state_cache, stream, _reference),
-    )
-    return (compressed_kv, rows) if _reference else compressed_kv
+    if _reference:
+        return compressed_kv, _cpu.c128_compress(*args, compressed_kv)
+    _torch_ops().c128_compress(*args[:5], compressed_kv)
+    return compressed_kv
 
 
 def sparse_attn_norm_rope_store(
@@ -334,23 +362,18 @@ def sparse_attn_norm_rope_store(
     ``k_cache`` (fp8_ds_mla pages or full rows, picked by its dtype as for C4). Writes
     ``k_cache`` in place; returns None.
     """
-    rows = _core.c128_store(
-        compressed_kv,
-        positions,
-        slot_mapping,
-        rms_norm_weight,
-        float(rms_norm_eps),
-        cos_sin_cache,
-        k_cache,
-        kv_slot_mapping,
-        kv_cache_block_size,
-        kv_block_stride,
-        _default_fp8_scale(k_cache, fp8_scale),
-        store_full_kv,
-        store_full_fp8,
-        **_stream_args(compressed_kv, stream, _reference),
-    )
-    return rows if _reference else None
+    args = (compressed_kv, positions, slot_mapping, rms_norm_weight, rms_norm_eps, cos_sin_cache,
+            k_cache, kv_slot_mapping, kv_cache_block_size, kv_block_stride)
+    if _reference:
+        return _cpu.c128_store(*args, _default_fp8_scale(k_cache, fp8_scale), store_full_kv,
+                                     store_full_fp8)
+    if _eager(compressed_kv):
+        _fast.c128_store(*args, fp8_scale, store_full_kv, store_full_fp8, stream)
+    else:
+        _torch_ops().c128_store(compressed_kv, positions, slot_mapping, rms_norm_weight,
+                                float(rms_norm_eps), cos_sin_cache, k_cache, kv_slot_mapping,
+                                _default_fp8_scale(k_cache, fp8_scale))
+    return None
 
 
 def split_kv_compress_norm_rope_insert_sparse_attn(
@@ -378,6 +401,13 @@ def split_kv_compress_norm_rope_insert_sparse_attn(
     """C128 (ratio 128): ``sparse_attn_compress_c128`` into ``compressed_kv`` (allocated when
     None), then ``sparse_attn_norm_rope_store`` into ``k_cache``. Returns None.
     """
+    if not _reference and _eager(state_cache):
+        # Both launches in one call.
+        _fast.c128_split(state_cache, token_to_req_indices, positions, slot_mapping, block_table,
+                         block_size, compressed_kv, rms_norm_weight, rms_norm_eps, cos_sin_cache,
+                         k_cache, kv_slot_mapping, kv_cache_block_size, kv_block_stride,
+                         fp8_scale, store_full_kv, store_full_fp8, stream)
+        return None
     compressed = sparse_attn_compress_c128(
         state_cache,
         token_to_req_indices,
@@ -410,6 +440,18 @@ def split_kv_compress_norm_rope_insert_sparse_attn(
     )
 
 
+def _default_fp8_scale(k_cache, fp8_scale):
+    """vLLM's compressor passes ones(1) when a float8 cache has no per-tensor scale (the
+    reference and traced paths; the launch path does this in C++)."""
+    if fp8_scale is not None:
+        return fp8_scale
+    torch = torch_module()
+    if torch is not None and isinstance(k_cache, torch.Tensor):
+        if k_cache.dtype == torch.float8_e4m3fn:
+            return torch.ones(1, dtype=torch.float32, device=k_cache.device)
+    return None
+
+
 def _check_equal(name, value, supported, kernel="dsv4.compressor"):
     if value is not None and value != supported:
         raise _errors.InvalidArgument(
@@ -418,8 +460,6 @@ def _check_equal(name, value, supported, kernel="dsv4.compressor"):
             kernel,
             name,
         )
-
-
 def compress_norm_rope_store(
     state_cache,
     num_actual,
@@ -563,17 +603,16 @@ def pack_dcp_topk_candidates(
     topk_indices[r, c] >= 0``, and ``(-inf, -1.0)`` for -1. ``packed`` ``[R, K, 2]`` float32 is
     allocated when None. Returns ``packed``.
     """
+    if not _reference and _eager(logits):
+        return _fast.dcp_pack(logits, topk_indices, packed, dcp_rank, dcp_world_size,
+                              cp_interleave, row_starts, stream)
     if packed is None:
         rows, topk = shape_of(topk_indices, "dsv4.dcp_pack", "topk_indices", 2)
         packed = empty(logits, (rows, topk, 2), "f32")
-    _core.dcp_pack(
-        logits,
-        topk_indices,
-        packed,
-        int(dcp_rank),
-        int(dcp_world_size),
-        int(cp_interleave),
-        row_starts,
-        **_stream_args(logits, stream, _reference),
-    )
+    if _reference:
+        _cpu.dcp_pack(logits, topk_indices, packed, int(dcp_rank), int(dcp_world_size),
+                            int(cp_interleave), row_starts)
+    else:
+        _torch_ops().dcp_pack(logits, topk_indices, row_starts, packed, int(dcp_rank),
+                              int(dcp_world_size), int(cp_interleave))
     return packed

@@ -67,7 +67,7 @@ def compare_ds_mla_rows(expected, actual, page_stride_bytes, kv_cache_block_size
     """Compares two fp8_ds_mla caches (contiguous host tensors that started from the same
     bytes): identical outside the rows of ``kv_slots``, and within the compressor tolerances
     there. Returns "" when they agree, else the first mismatch."""
-    return _core.compare_ds_mla_rows(
+    return _core.reference.compare_ds_mla_rows(
         expected, actual, int(page_stride_bytes), int(kv_cache_block_size), list(kv_slots)
     )
 
@@ -78,7 +78,7 @@ def compare_full_rows(
 ):
     """As compare_ds_mla_rows, for full-row caches (bf16, or e4m3 with ``store_full_fp8``);
     strides in bytes."""
-    return _core.compare_full_rows(
+    return _core.reference.compare_full_rows(
         expected,
         actual,
         int(page_stride_bytes),
@@ -92,4 +92,4 @@ def compare_full_rows(
 def compare_compressed_kv(expected, actual, row_length, rows):
     """Compares two float32 compressed_kv buffers: identical outside ``rows``, within the
     pooling tolerance inside. Returns "" when they agree, else the first mismatch."""
-    return _core.compare_compressed_kv(expected, actual, int(row_length), list(rows))
+    return _core.reference.compare_compressed_kv(expected, actual, int(row_length), list(rows))

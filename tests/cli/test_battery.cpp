@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "dsv4/battery.hpp"
+#include "dsv4/battery/battery.hpp"
 
 namespace zerojit::dsv4 {
 namespace {

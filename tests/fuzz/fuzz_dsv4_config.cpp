@@ -28,7 +28,7 @@
 #include "dsv4/config/json_text.hpp"
 // The one header of the kernels this target needs (AttentionKernels); it moves with the DSv4
 // sources, so it is named only here.
-#include "dsv4/model.hpp"
+#include "dsv4/family.hpp"
 
 namespace {
 

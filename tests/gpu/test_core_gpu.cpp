@@ -5,7 +5,7 @@
 #include <cmath>
 #include <random>
 
-#include "examples/scale_add.hpp"
+#include "examples/examples.hpp"
 #include "support/gpu.hpp"
 #include "zerojit/zerojit.hpp"
 

@@ -34,12 +34,12 @@
 #include <string_view>
 #include <vector>
 
-#include "dsv4/battery.hpp"
-#include "dsv4/model.hpp"
-#include "dsv4/reference/compressor.hpp"
-#include "dsv4/reference/dcp.hpp"
-#include "dsv4/reference/dequant_gather.hpp"
-#include "dsv4/reference/indexer_q.hpp"
+#include "dsv4/battery/battery.hpp"
+#include "dsv4/compressor/reference.hpp"
+#include "dsv4/dcp_pack/reference.hpp"
+#include "dsv4/dequant_gather/reference.hpp"
+#include "dsv4/family.hpp"
+#include "dsv4/indexer_q/reference.hpp"
 #include "support/dsv4_inputs.hpp"
 #include "support/gpu.hpp"
 #include "zerojit/zerojit.hpp"

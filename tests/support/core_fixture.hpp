@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "examples/scale_add.hpp"
+#include "examples/examples.hpp"
 #include "support/recording_backend.hpp"
 #include "zerojit/zerojit.hpp"
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "dsv4/config/config.hpp"
-#include "dsv4/gates.hpp"
+#include "dsv4/family.hpp"
 
 namespace zerojit::dsv4::config_testing {
 
@@ -76,7 +76,7 @@ struct NoKernels {
 };
 
 inline NoKernels absent(const Dsv4Config& config) {
-  return {!indexer_q_gate(config),       dequant_gather_gate(config).empty(),
+  return {!indexer_q_gate(config),       dequant_gather_calls(config).empty(),
           !c4_ds_mla_store_gate(config), !c4_full_store_gate(config),
           !c128_compress_gate(config),   !c128_ds_mla_store_gate(config),
           !c128_full_store_gate(config), !dcp_pack_gate(config)};

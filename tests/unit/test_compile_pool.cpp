@@ -150,14 +150,15 @@ TEST_F(CompilePool, WorkersHoldNoneOfTheParentsFiles) {
 
 TEST_F(CompilePool, InstallationsMayEndInAnyOrder) {
   CompileProcessPool first(1), second(1);
-  EXPECT_EQ(CompileProcessPool::active(), nullptr);
-  auto a = std::make_unique<CompileProcessPool::Installation>(first);
-  auto b = std::make_unique<CompileProcessPool::Installation>(second);
-  EXPECT_EQ(CompileProcessPool::active(), &second);
+  Runtime& runtime = Runtime::instance();
+  EXPECT_EQ(runtime.compile_executor(), nullptr);
+  auto a = std::make_unique<Runtime::CompileExecutorInstallation>(first);
+  auto b = std::make_unique<Runtime::CompileExecutorInstallation>(second);
+  EXPECT_EQ(runtime.compile_executor(), &second);
   a.reset();  // the older one ends first: the newer stays active
-  EXPECT_EQ(CompileProcessPool::active(), &second);
+  EXPECT_EQ(runtime.compile_executor(), &second);
   b.reset();
-  EXPECT_EQ(CompileProcessPool::active(), nullptr);  // and nothing comes back
+  EXPECT_EQ(runtime.compile_executor(), nullptr);  // and nothing comes back
 }
 
 TEST_F(CompilePool, WorkersExitWhenThePoolIsDestroyed) {
@@ -186,7 +187,7 @@ struct PoolDesc {
   std::int64_t n = 0;
   static constexpr auto fields() { return std::tuple{field("n", &PoolDesc::n)}; }
 };
-class PoolKernel final : public JitKernel<PoolKey, PoolDesc> {
+class PoolKernel final : public JitKernel<PoolKernel, PoolKey, PoolDesc> {
  public:
   PoolKernel() : JitKernel("test.pool_fill") {}
   PoolKey dispatch(const PoolDesc& d) const override { return {static_cast<int>(d.n)}; }

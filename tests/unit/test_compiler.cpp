@@ -4,7 +4,7 @@
 
 #include <thread>
 
-#include "examples/scale_add.hpp"
+#include "examples/examples.hpp"
 #include "support/core_fixture.hpp"
 #include "zerojit/zerojit.hpp"
 

@@ -36,7 +36,7 @@ struct Outputs {
   std::vector<int> written;
 };
 
-class ContractKernel final : public JitKernel<ContractKey, ContractDesc> {
+class ContractKernel final : public JitKernel<ContractKernel, ContractKey, ContractDesc> {
  public:
   ContractKernel(std::string name = "test.contract", const EmbeddedFileSet* files = &kSet,
                  std::string source_path = "contract/k.cu", std::string function = "k")

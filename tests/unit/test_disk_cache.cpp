@@ -25,7 +25,7 @@
 #include <thread>
 #include <vector>
 
-#include "examples/scale_add.hpp"
+#include "examples/examples.hpp"
 #include "zerojit/cache_entry.hpp"
 #include "zerojit/disk_cache.hpp"
 #include "zerojit/zerojit.hpp"

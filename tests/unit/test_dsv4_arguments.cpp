@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "dsv4/model.hpp"
+#include "dsv4/family.hpp"
 #include "support/recording_backend.hpp"
 #include "zerojit/zerojit.hpp"
 

@@ -21,11 +21,11 @@ TEST(Dsv4Gates, DefaultConfigGivesTheSection11Manifest) {
   EXPECT_EQ(*indexer, (IndexerQGate{IndexerDtype::fp8, 128, 64, 64, FloatDtype::f32, 8192}));
 
   const std::vector<DequantGatherCall> expected_gather = {{256, true}, {64, false}, {2, false}};
-  EXPECT_EQ(dequant_gather_gate(config), expected_gather);
+  EXPECT_EQ(dequant_gather_calls(config), expected_gather);
 
   const auto c4 = c4_ds_mla_store_gate(config);
   ASSERT_TRUE(c4.has_value());
-  EXPECT_EQ(*c4, (C4DsMlaStoreGate{512, 1024, 64, FloatDtype::bf16}));
+  EXPECT_EQ(*c4, (C4DsMlaStoreGate{512, 1024, 64, FloatDtype::bf16, 64}));
 
   const auto c128_compress = c128_compress_gate(config);
   ASSERT_TRUE(c128_compress.has_value());
@@ -51,7 +51,7 @@ TEST(Dsv4Gates, MxFp4IndexerOnBlackwell) {
   EXPECT_EQ(indexer->cos_sin_dtype, FloatDtype::f32);
   // Only the indexer variant changes.
   EXPECT_EQ(c4_ds_mla_store_gate(config), c4_ds_mla_store_gate(default_config()));
-  EXPECT_EQ(dequant_gather_gate(config), dequant_gather_gate(default_config()));
+  EXPECT_EQ(dequant_gather_calls(config), dequant_gather_calls(default_config()));
 }
 
 TEST(Dsv4Gates, Bf16CacheUsesTheFullStores) {
@@ -62,10 +62,10 @@ TEST(Dsv4Gates, Bf16CacheUsesTheFullStores) {
   EXPECT_FALSE(c128_ds_mla_store_gate(config).has_value());
   const auto c4_full = c4_full_store_gate(config);
   ASSERT_TRUE(c4_full.has_value());
-  EXPECT_EQ(*c4_full, (C4FullStoreGate{512, 1024, 64, false, FloatDtype::bf16}));
+  EXPECT_EQ(*c4_full, (C4FullStoreGate{512, 1024, 64, false, FloatDtype::bf16, 64}));
   const auto c128_full = c128_full_store_gate(config);
   ASSERT_TRUE(c128_full.has_value());
-  EXPECT_EQ(*c128_full, (C128FullStoreGate{512, 64, false, FloatDtype::bf16}));
+  EXPECT_EQ(*c128_full, (C128FullStoreGate{512, 64, false, FloatDtype::bf16, 2}));
   // The compress stage feeds either store.
   EXPECT_EQ(c128_compress_gate(config), (C128CompressGate{512, 512}));
   EXPECT_TRUE(indexer_q_gate(config).has_value());
@@ -88,7 +88,7 @@ TEST(Dsv4Gates, BlockSize64) {
   serving.block_size = 64;
   const Dsv4Config config = config_with(dsv4_flash(), serving);
   const std::vector<DequantGatherCall> expected_gather = {{64, true}, {16, false}, {1, false}};
-  EXPECT_EQ(dequant_gather_gate(config), expected_gather);
+  EXPECT_EQ(dequant_gather_calls(config), expected_gather);
   const auto c128_store = c128_ds_mla_store_gate(config);
   ASSERT_TRUE(c128_store.has_value());
   EXPECT_EQ(c128_store->kv_cache_block_size, 1);
@@ -100,7 +100,7 @@ TEST(Dsv4Gates, DequantGatherDeduplicatesEqualCalls) {
   serving.block_size = 1;  // every cache has one row per page
   const Dsv4Config config = config_with(dsv4_flash(), serving);
   const std::vector<DequantGatherCall> expected = {{1, true}, {1, false}};
-  EXPECT_EQ(dequant_gather_gate(config), expected);
+  EXPECT_EQ(dequant_gather_calls(config), expected);
 }
 
 TEST(Dsv4Gates, PageStrideOverride) {
@@ -117,7 +117,7 @@ TEST(Dsv4Gates, RatiosFourAndOneTwentyEight) {
   const Dsv4Config config = config_with(model_with_ratios({4, 128}));
   EXPECT_TRUE(indexer_q_gate(config).has_value());
   const std::vector<DequantGatherCall> expected_gather = {{256, true}, {64, false}, {2, false}};
-  EXPECT_EQ(dequant_gather_gate(config), expected_gather);
+  EXPECT_EQ(dequant_gather_calls(config), expected_gather);
   EXPECT_TRUE(c4_ds_mla_store_gate(config).has_value());
   EXPECT_TRUE(c128_compress_gate(config).has_value());
   EXPECT_TRUE(c128_ds_mla_store_gate(config).has_value());
@@ -130,7 +130,7 @@ TEST(Dsv4Gates, RatioFourOnly) {
   const Dsv4Config config = config_with(model_with_ratios({0, 4, 4}));
   EXPECT_TRUE(indexer_q_gate(config).has_value());
   const std::vector<DequantGatherCall> expected_gather = {{256, true}, {64, false}};
-  EXPECT_EQ(dequant_gather_gate(config), expected_gather);
+  EXPECT_EQ(dequant_gather_calls(config), expected_gather);
   EXPECT_TRUE(c4_ds_mla_store_gate(config).has_value());
   EXPECT_FALSE(c128_compress_gate(config).has_value());
   EXPECT_FALSE(c128_ds_mla_store_gate(config).has_value());
@@ -144,7 +144,7 @@ TEST(Dsv4Gates, RatioOneTwentyEightOnly) {
   EXPECT_FALSE(indexer_q_gate(config).has_value());  // no CSA layer, no indexer
   EXPECT_FALSE(dcp_pack_gate(config).has_value());   // DCP packs indexer candidates only
   const std::vector<DequantGatherCall> expected_gather = {{256, true}, {2, false}};
-  EXPECT_EQ(dequant_gather_gate(config), expected_gather);
+  EXPECT_EQ(dequant_gather_calls(config), expected_gather);
   EXPECT_FALSE(c4_ds_mla_store_gate(config).has_value());
   EXPECT_TRUE(c128_compress_gate(config).has_value());
   EXPECT_TRUE(c128_ds_mla_store_gate(config).has_value());
@@ -155,7 +155,7 @@ TEST(Dsv4Gates, NoCompressedLayers) {
   serving.dcp_world_size = 2;
   const Dsv4Config config = config_with(model_with_ratios({0, 0, 0}), serving);
   const std::vector<DequantGatherCall> expected_gather = {{256, true}};
-  EXPECT_EQ(dequant_gather_gate(config), expected_gather);
+  EXPECT_EQ(dequant_gather_calls(config), expected_gather);
   const NoKernels none = absent(config);
   EXPECT_TRUE(none.indexer_q);
   EXPECT_TRUE(none.c4_ds_mla);
@@ -198,7 +198,7 @@ TEST(Dsv4Gates, OtherHeadSizeHasNoCompressorKernels) {
   EXPECT_FALSE(c128_ds_mla_store_gate(config).has_value());
   // The indexer and the gather do not depend on the main head size.
   EXPECT_TRUE(indexer_q_gate(config).has_value());
-  EXPECT_EQ(dequant_gather_gate(config).size(), 3u);
+  EXPECT_EQ(dequant_gather_calls(config).size(), 3u);
 }
 
 TEST(Dsv4Gates, IndexerNeedsAllItsDims) {
@@ -233,7 +233,7 @@ TEST(Dsv4Gates, DcpPack) {
   serving.dcp_world_size = 2;
   const auto flash = dcp_pack_gate(config_with(dsv4_flash(), serving));
   ASSERT_TRUE(flash.has_value());
-  EXPECT_EQ(*flash, (DcpPackGate{512, 2, 1, {false, true}}));
+  EXPECT_EQ(*flash, (DcpPackGate{512, 2, 1}));
 
   EXPECT_FALSE(dcp_pack_gate(default_config()).has_value());  // DCP 1
 
@@ -241,7 +241,7 @@ TEST(Dsv4Gates, DcpPack) {
   serving.cp_interleave = 64;
   const auto pro = dcp_pack_gate(config_with(dsv4_pro(), serving));
   ASSERT_TRUE(pro.has_value());
-  EXPECT_EQ(*pro, (DcpPackGate{1024, 4, 64, {false, true}}));
+  EXPECT_EQ(*pro, (DcpPackGate{1024, 4, 64}));
 
   ModelConfig no_topk = dsv4_flash();
   no_topk.index_topk = 0;

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "dsv4/model.hpp"
+#include "dsv4/family.hpp"
 #include "unit/dsv4_config_support.hpp"
 
 namespace zerojit::dsv4 {
@@ -55,6 +55,18 @@ bool kernel_builds(const Kernel& kernel, const Space& space) {
   }
 }
 
+// Whether the indexer kernel of `variant` builds every key of its warmup space for these
+// dimensions (64 heads, up to 8192 tokens).
+bool indexer_builds(IndexerDtype variant, int head_dim, int rope_dim) {
+  const IndexerQGate gate{variant, head_dim, rope_dim, 64, FloatDtype::f32, 8192};
+  if (variant == IndexerDtype::fp8) {
+    const IndexerQFp8Kernel& kernel = IndexerQFp8Kernel::instance();
+    return kernel_builds(kernel, kernel.warmup_space(gate));
+  }
+  const IndexerQMxFp4Kernel& kernel = IndexerQMxFp4Kernel::instance();
+  return kernel_builds(kernel, kernel.warmup_space(gate));
+}
+
 // A model whose indexer runs but whose compressors do not (head_dim 256), so that the
 // indexer's rules alone decide.
 Dsv4Config indexer_only(int index_head_dim, int rope_dim, IndexerDtype variant) {
@@ -71,10 +83,6 @@ Dsv4Config indexer_only(int index_head_dim, int rope_dim, IndexerDtype variant) 
 
 TEST(Dsv4ConfigKernelDomains, IndexerFieldsAgreeWithTheIndexerKernel) {
   for (const IndexerDtype variant : {IndexerDtype::fp8, IndexerDtype::mxfp4}) {
-    const IndexerQKernel& kernel =
-        variant == IndexerDtype::fp8
-            ? static_cast<const IndexerQKernel&>(IndexerQFp8Kernel::instance())
-            : IndexerQMxFp4Kernel::instance();
     std::vector<std::pair<int, int>> cases;  // (index_head_dim, qk_rope_head_dim)
     for (int head = 1; head <= 1100; ++head) cases.push_back({head, std::min(head, 64)});
     for (int rope = 1; rope <= 256; ++rope) cases.push_back({256, rope});
@@ -83,8 +91,7 @@ TEST(Dsv4ConfigKernelDomains, IndexerFieldsAgreeWithTheIndexerKernel) {
       SCOPED_TRACE("index_head_dim " + std::to_string(head) + ", qk_rope_head_dim " +
                    std::to_string(rope) + ", " + std::string(to_string(variant)));
       const Dsv4Config config = indexer_only(head, rope, variant);
-      const bool builds =
-          kernel_builds(kernel, kernel.warmup_space(head, rope, 64, DType::f32, 8192));
+      const bool builds = indexer_builds(variant, head, rope);
       const std::optional<std::string> refused = refusal(config);
       ASSERT_EQ(!refused.has_value(), builds) << refused.value_or("(accepted)");
       if (refused) {
@@ -107,7 +114,7 @@ TEST(Dsv4ConfigKernelDomains, CompressorsNeedTheSixtyFourDimRopeTail) {
   const auto c4_builds = [](int rope) {
     C4StoreKernel& kernel = C4StoreKernel::instance();
     bool ok = true;
-    kernel.warmup_space(DType::bf16, 64)
+    kernel.warmup_space(C4DsMlaStoreGate{512, 1024, 64, FloatDtype::bf16, 64})
         .for_each_point(
             [&](std::size_t, const std::vector<std::size_t>&, const C4StoreDescriptors* point) {
               if (point == nullptr) return;
@@ -149,7 +156,8 @@ TEST(Dsv4ConfigKernelDomains, DcpTopkAgreesWithTheDcpPackKernel) {
     Dsv4Config config = default_config();
     config.model.index_topk = topk;
     config.serving.dcp_world_size = 2;
-    const bool builds = topk > 0 && kernel_builds(kernel, kernel.warmup_space(topk, 2, 1));
+    const bool builds =
+        topk > 0 && kernel_builds(kernel, kernel.warmup_space(DcpPackGate{topk, 2, 1}));
     const std::optional<std::string> refused = refusal(config);
     // index_topk 0 turns the pack off (no top-k to exchange): accepted, nothing to build.
     ASSERT_EQ(!refused.has_value(), builds || topk == 0)

@@ -11,8 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "dsv4/compressor_params.h"
-#include "dsv4/reference/compressor.hpp"
+#include "dsv4/c128_compress/c128_compress_params.h"
+#include "dsv4/c128_store/c128_store_params.h"
+#include "dsv4/c4_store/c4_store_params.h"
+#include "dsv4/compressor/reference.hpp"
 
 namespace {
 

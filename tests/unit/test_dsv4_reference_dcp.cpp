@@ -12,8 +12,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include "dsv4/dcp_pack_params.h"
-#include "dsv4/reference/dcp.hpp"
+#include "dsv4/dcp_pack/dcp_pack_params.h"
+#include "dsv4/dcp_pack/reference.hpp"
 
 namespace {
 

@@ -7,8 +7,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include "dsv4/dequant_gather_params.h"
-#include "dsv4/reference/dequant_gather.hpp"
+#include "dsv4/dequant_gather/dequant_gather_params.h"
+#include "dsv4/dequant_gather/reference.hpp"
 
 namespace {
 

@@ -9,8 +9,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include "dsv4/indexer_q_params.h"
-#include "dsv4/reference/indexer_q.hpp"
+#include "dsv4/indexer_q/indexer_q_params.h"
+#include "dsv4/indexer_q/reference.hpp"
 
 namespace {
 

@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <new>
 
-#include "dsv4/indexer_q.hpp"
-#include "examples/scale_add.hpp"
+#include "dsv4/indexer_q/indexer_q.hpp"
+#include "examples/examples.hpp"
 #include "support/null_backend.hpp"
 
 namespace {
@@ -53,18 +53,19 @@ TEST(HotPath, AWarmedLaunchAllocatesNothing) {
                               TensorDesc::contiguous(DType::u8, {tokens, heads, dim}));
   out.weights_out = make_tensor_ref(reinterpret_cast<void*>(0x6000000),
                                     TensorDesc::contiguous(DType::f32, {tokens, heads}));
+  const dsv4::IndexerQFp8Args args{in, out};
 
   // First calls compile (NVRTC) and load: allocations are expected there.
   empty(32, LaunchTarget{});
   scale_add(add);
-  indexer(in, out);
+  indexer(args);
   const std::uint64_t launches_before = backend->launches.load();
   const std::uint64_t before = g_allocations.load();
   constexpr int kLaunches = 1000;
   for (int i = 0; i < kLaunches; ++i) {
     empty(32, LaunchTarget{});
     scale_add(add);
-    indexer(in, out);
+    indexer(args);
   }
   const std::uint64_t allocations = g_allocations.load() - before;
   EXPECT_EQ(allocations, 0u) << "heap allocations on the hit path over " << 3 * kLaunches

@@ -4,7 +4,7 @@
 
 #include <set>
 
-#include "dsv4/model.hpp"
+#include "dsv4/family.hpp"
 #include "support/core_fixture.hpp"
 
 namespace zerojit::dsv4 {

@@ -2,7 +2,7 @@
 
 #include <memory>
 
-#include "dsv4/model.hpp"
+#include "dsv4/family.hpp"
 #include "exit_codes.hpp"
 #include "zerojit/cuda.hpp"
 #include "zerojit/disk_cache.hpp"

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cache_command.hpp"
-#include "dsv4/model.hpp"
+#include "dsv4/family.hpp"
 #include "exit_codes.hpp"
 #include "run_command.hpp"
 #include "terminal.hpp"

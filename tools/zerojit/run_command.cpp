@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "dsv4/battery.hpp"
+#include "dsv4/battery/battery.hpp"
 #include "exit_codes.hpp"
 #include "terminal.hpp"
 #include "timing_backend.hpp"
@@ -124,7 +124,7 @@ int run_dispatch_only(const RunCommand& command, const dsv4::Dsv4Config& config,
         launches = dsv4::plan_call(kernels, call);
       } catch (const std::exception& error) {
         throw ToolError{kExitFailure,
-                        "the battery made a " + std::string(dsv4::to_string(call.kind)) +
+                        "the battery made a " + std::string(call.kind) +
                             " call that the kernel rejects, at " + step.summary() + ": " +
                             error.what(),
                         "this is a bug in the battery (kernels/dsv4/battery.cpp) or in the "

@@ -5,8 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "dsv4/model.hpp"
-#include "examples/scale_add.hpp"
+#include "dsv4/family.hpp"
+#include "examples/examples.hpp"
 #include "exit_codes.hpp"
 #include "terminal.hpp"
 #include "zerojit/compiler.hpp"

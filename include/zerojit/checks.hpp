@@ -1,0 +1,53 @@
+// Argument checks for kernel owners' plans. Each failed check throws InvalidArgument naming
+// the kernel, the argument and what is wrong, before anything is launched. A passing check
+// allocates nothing, so plans can run them on every launch.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "zerojit/error.hpp"
+#include "zerojit/tensor.hpp"
+
+namespace zerojit {
+
+class ArgumentChecks {
+ public:
+  explicit ArgumentChecks(std::string_view kernel) : kernel_(kernel) {}
+
+  std::string_view kernel() const { return kernel_; }
+  [[noreturn]] void fail(std::string_view argument, const std::string& problem) const;
+
+  // dtype is one of `allowed`, rank is `ndim`, no negative size, on a CUDA device.
+  void tensor(const TensorDesc& t, std::string_view argument, std::initializer_list<DType> allowed,
+              int ndim) const;
+  void size(const TensorDesc& t, std::string_view argument, int dim, std::int64_t expected) const;
+  void contiguous(const TensorDesc& t, std::string_view argument) const;
+  void innermost_contiguous(const TensorDesc& t, std::string_view argument) const;
+  void aligned(const TensorDesc& t, std::string_view argument, std::int64_t bytes) const;
+  // stride(dim) * element size is a multiple of `bytes` (a dim of size <= 1 has any stride).
+  void stride_bytes_multiple(const TensorDesc& t, std::string_view argument, int dim,
+                             std::int64_t bytes) const;
+  void same_device(const TensorDesc& t, std::string_view argument, const TensorDesc& first) const;
+  void positive(std::int64_t value, std::string_view argument) const;
+  // A size a caller passes next to the tensor it describes (vLLM's signatures repeat block
+  // sizes): when given, it must equal tensor.shape[dim].
+  void matches_size(std::optional<std::int64_t> value, std::string_view argument,
+                    const TensorDesc& tensor, std::string_view tensor_name, int dim) const;
+  // Likewise for a repeated stride: when given, it must equal tensor.stride(0).
+  void matches_stride(std::optional<std::int64_t> value, std::string_view argument,
+                      const TensorDesc& tensor, std::string_view tensor_name) const;
+
+ private:
+  std::string_view kernel_;
+};
+
+// Byte stride of a dimension.
+inline std::int64_t stride_bytes(const TensorDesc& t, int dim) {
+  return t.stride(dim) * dtype_size_bytes(t.dtype);
+}
+
+}  // namespace zerojit

@@ -1,0 +1,95 @@
+#include "dsv4/c128_compress/c128_compress.hpp"
+
+#include "dsv4/c128_compress/c128_compress_params.h"
+#include "dsv4/compressor/checks.hpp"
+
+namespace zerojit::dsv4 {
+
+namespace params = zj::dsv4;
+
+C128CompressKey C128CompressKernel::dispatch(const C128CompressDescriptors& d) const {
+  const ArgumentChecks checks = this->checks();
+  checks.tensor(d.compressed_kv, "compressed_kv", {DType::f32}, 2);
+  checks.tensor(d.state_cache, "state_cache", {DType::f32}, 3);
+  C128CompressKey key{static_cast<int>(d.compressed_kv.size(1)),
+                      static_cast<int>(d.state_cache.size(2) / 2)};
+  if (key.head_size % 64 != 0) {
+    checks.fail("compressed_kv",
+                "head size must be a multiple of 64, got " + to_string(d.compressed_kv));
+  }
+  return key;
+}
+
+Program C128CompressKernel::program(const C128CompressKey& key) const {
+  if (key.head_size != params::kCompressorHeadSize || key.state_width != key.head_size) {
+    throw InvalidArgument(name(), "key",
+                          "no kernel for " + describe(key) +
+                              ": this family is built for head 512 with state "
+                              "width 512");
+  }
+  return make_program(key, "dsv4/c128_compress/c128_compress.cu",
+                      "zj::dsv4::c128_compress_kernel<" + std::to_string(key.head_size) + ">");
+}
+
+LaunchSpecWithOutputs<C128CompressKey, TensorRef> C128CompressKernel::plan(
+    const C128CompressArgs& a) const {
+  const ArgumentChecks checks = this->checks();
+  const C128CompressKey key = dispatch(a.descriptors());
+  const TensorDesc& state = a.state_cache.desc;
+  checks.size(state, "state_cache", 1, params::kC128StateBlockSize);
+  checks.size(state, "state_cache", 2, 2 * key.head_size);
+  checks.innermost_contiguous(state, "state_cache");
+  checks.aligned(state, "state_cache", 16);
+  checks.stride_bytes_multiple(state, "state_cache", 0, 64);
+  checks.stride_bytes_multiple(state, "state_cache", 1, 64);
+  check_index_vector(name(), a.slot_mapping.desc, "slot_mapping", DType::i64, state);
+  check_index_vector(name(), a.token_to_req.desc, "token_to_req", DType::i32, state);
+  check_index_vector(name(), a.positions.desc, "positions", DType::i64, state);
+  checks.tensor(a.block_table.desc, "block_table", {DType::i32}, 2);
+  checks.innermost_contiguous(a.block_table.desc, "block_table");
+  checks.same_device(a.block_table.desc, "block_table", state);
+  const std::int64_t tokens = a.slot_mapping.desc.size(0);
+  checks.size(a.compressed_kv.desc, "compressed_kv", 0, tokens);
+  checks.contiguous(a.compressed_kv.desc, "compressed_kv");
+  checks.aligned(a.compressed_kv.desc, "compressed_kv", 16);
+  checks.same_device(a.compressed_kv.desc, "compressed_kv", state);
+
+  params::C128CompressParams p{};
+  p.state_cache = a.state_cache.as<const float>();
+  p.state_block_stride = state.stride(0);
+  p.state_row_stride = state.stride(1);
+  p.state_block_size = state.size(1);
+  p.token_to_req = a.token_to_req.as<const int>();
+  p.num_token_to_req = a.token_to_req.desc.size(0);
+  p.positions = a.positions.as<const long long>();
+  p.num_positions = a.positions.desc.size(0);
+  p.slot_mapping = a.slot_mapping.as<const long long>();
+  p.num_tokens = tokens;
+  p.block_table = a.block_table.as<const int>();
+  p.block_table_stride = a.block_table.desc.stride(0);
+  p.block_table_rows = a.block_table.desc.size(0);
+  p.block_table_width = a.block_table.desc.size(1);
+  p.compressed_kv = a.compressed_kv.as<float>();
+  LaunchSpecWithOutputs<C128CompressKey, TensorRef> spec{key, {}, {}, a.compressed_kv};
+  spec.device = state.device.ordinal;
+  spec.geometry.grid.x = static_cast<std::uint32_t>(params::c128_compress_grid(tokens));
+  spec.geometry.block.x = params::kC128CompressThreads;
+  spec.args.push(p);
+  return spec;
+}
+
+WarmupSpace<C128CompressDescriptors> C128CompressKernel::warmup_space(
+    const C128CompressGate& gate) const {
+  const int head_size = gate.head_size;
+  C128CompressDescriptors d;
+  d.state_cache =
+      TensorDesc::contiguous(DType::f32, {64, params::kC128StateBlockSize, 2 * head_size});
+  d.token_to_req = TensorDesc::contiguous(DType::i32, {1});
+  d.positions = TensorDesc::contiguous(DType::i64, {1});
+  d.slot_mapping = TensorDesc::contiguous(DType::i64, {1});
+  d.block_table = TensorDesc::contiguous(DType::i32, {1, 64});
+  d.compressed_kv = TensorDesc::contiguous(DType::f32, {1, head_size});
+  return WarmupSpace<C128CompressDescriptors>(d);
+}
+
+}  // namespace zerojit::dsv4

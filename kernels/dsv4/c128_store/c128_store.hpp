@@ -1,0 +1,128 @@
+// Owners of the C128 store kernels (spec sections 6 and 7): RMSNorm + RoPE of each boundary
+// token's compressed_kv row, stored into fp8_ds_mla pages whose geometry is compile-time
+// (C128StoreKernel) or into plain BF16 / per-tensor E4M3 rows (C128StoreFullKernel).
+#pragma once
+
+#include <optional>
+#include <tuple>
+
+#include "dsv4/c128_store/gate.hpp"
+#include "dsv4/owner_common.hpp"
+
+namespace zerojit::dsv4 {
+
+struct C128StoreKey {
+  int head_size = 512;
+  int rope_head_dim = 64;
+  float fp8_max = 448.0f;
+  int quant_block = 64;
+  int token_stride = 576;
+  int scale_dim = 8;
+  std::int64_t kv_block_stride = 1728;  // page stride in bytes
+  int compress_ratio = 128;
+  DType norm_weight_dtype = DType::bf16;
+  int kv_cache_block_size = 2;  // B_k: rows per page
+
+  static constexpr auto fields() {
+    return std::tuple{field("head_size", &C128StoreKey::head_size),
+                      field("rope_head_dim", &C128StoreKey::rope_head_dim),
+                      field("fp8_max", &C128StoreKey::fp8_max),
+                      field("quant_block", &C128StoreKey::quant_block),
+                      field("token_stride", &C128StoreKey::token_stride),
+                      field("scale_dim", &C128StoreKey::scale_dim),
+                      field("kv_block_stride", &C128StoreKey::kv_block_stride),
+                      field("compress_ratio", &C128StoreKey::compress_ratio),
+                      field("norm_weight_dtype", &C128StoreKey::norm_weight_dtype),
+                      field("kv_cache_block_size", &C128StoreKey::kv_cache_block_size)};
+  }
+  auto operator<=>(const C128StoreKey&) const = default;
+};
+
+struct C128StoreFullKey {
+  int head_size = 512;
+  int rope_head_dim = 64;
+  float fp8_max = 448.0f;
+  int quant_block = 64;
+  int compress_ratio = 128;
+  bool store_full_fp8 = false;
+  DType norm_weight_dtype = DType::bf16;
+
+  static constexpr auto fields() {
+    return std::tuple{field("head_size", &C128StoreFullKey::head_size),
+                      field("rope_head_dim", &C128StoreFullKey::rope_head_dim),
+                      field("fp8_max", &C128StoreFullKey::fp8_max),
+                      field("quant_block", &C128StoreFullKey::quant_block),
+                      field("compress_ratio", &C128StoreFullKey::compress_ratio),
+                      field("store_full_fp8", &C128StoreFullKey::store_full_fp8),
+                      field("norm_weight_dtype", &C128StoreFullKey::norm_weight_dtype)};
+  }
+  auto operator<=>(const C128StoreFullKey&) const = default;
+};
+
+struct C128StoreDescriptors {
+  TensorDesc compressed_kv;    // f32 [T, 512]
+  TensorDesc positions;        // i64
+  TensorDesc slot_mapping;     // i64 [T]
+  TensorDesc rms_norm_weight;  // f32 | bf16 [512]
+  TensorDesc cos_sin_cache;    // f32 [max_pos, 64]
+  TensorDesc k_cache;          // u8 [N, B_k, 584] (ds_mla) | bf16 or e4m3 [N, B, 512] (full)
+  TensorDesc kv_slot_mapping;  // i64
+  std::optional<TensorDesc> fp8_scale;
+
+  static constexpr auto fields() {
+    return std::tuple{field("compressed_kv", &C128StoreDescriptors::compressed_kv),
+                      field("positions", &C128StoreDescriptors::positions),
+                      field("slot_mapping", &C128StoreDescriptors::slot_mapping),
+                      field("rms_norm_weight", &C128StoreDescriptors::rms_norm_weight),
+                      field("cos_sin_cache", &C128StoreDescriptors::cos_sin_cache),
+                      field("k_cache", &C128StoreDescriptors::k_cache),
+                      field("kv_slot_mapping", &C128StoreDescriptors::kv_slot_mapping),
+                      field("fp8_scale", &C128StoreDescriptors::fp8_scale)};
+  }
+};
+
+struct C128StoreArgs {
+  TensorRef compressed_kv;
+  TensorRef positions;
+  TensorRef slot_mapping;
+  TensorRef rms_norm_weight;
+  float eps = 1e-6f;
+  TensorRef cos_sin_cache;
+  TensorRef k_cache;
+  TensorRef kv_slot_mapping;
+  std::optional<TensorRef> fp8_scale;
+
+  C128StoreDescriptors descriptors() const;
+};
+
+class C128StoreKernel final
+    : public JitKernel<C128StoreKernel, C128StoreKey, C128StoreDescriptors> {
+ public:
+  // kv_cache_block_size = k_cache.shape[1]; kv_block_stride = k_cache's page stride in bytes
+  // (the layout the cache was allocated with: round_up(B_k * 584, 576) by default, or a
+  // larger shared page such as 39168).
+  C128StoreKey dispatch(const C128StoreDescriptors& descriptors) const override;
+  Program program(const C128StoreKey& key) const override;
+  LaunchSpec<C128StoreKey> plan(const C128StoreArgs& args) const;
+  WarmupSpace<C128StoreDescriptors> warmup_space(const C128DsMlaStoreGate& gate) const;
+
+ private:
+  friend JitKernel;
+  C128StoreKernel() : JitKernel("dsv4.c128_store", embedded_files()) {}
+};
+
+class C128StoreFullKernel final
+    : public JitKernel<C128StoreFullKernel, C128StoreFullKey, C128StoreDescriptors> {
+ public:
+  // store_full_fp8 = (k_cache dtype is e4m3).
+  C128StoreFullKey dispatch(const C128StoreDescriptors& descriptors) const override;
+  Program program(const C128StoreFullKey& key) const override;
+  LaunchSpec<C128StoreFullKey> plan(const C128StoreArgs& args) const;
+  WarmupSpace<C128StoreDescriptors> warmup_space(const C128FullStoreGate& gate) const;
+
+ private:
+  friend JitKernel;
+  C128StoreFullKernel() : JitKernel("dsv4.c128_store_full", embedded_files()) {}
+};
+
+}  // namespace zerojit::dsv4

@@ -1,0 +1,143 @@
+// Owners of the C4 compressor kernels (spec sections 3 and 4): for every boundary token,
+// softmax-pool the 8 overlapping state rows, RMSNorm, RoPE the last 64 dims, and store one row
+// into the compressed K cache: fp8_ds_mla pages (C4StoreKernel) or plain BF16 / per-tensor
+// E4M3 rows (C4StoreFullKernel).
+#pragma once
+
+#include <optional>
+#include <tuple>
+
+#include "dsv4/c4_store/gate.hpp"
+#include "dsv4/owner_common.hpp"
+
+namespace zerojit::dsv4 {
+
+struct C4StoreKey {
+  int head_size = 512;
+  int state_width = 1024;
+  int rope_head_dim = 64;
+  float fp8_max = 448.0f;
+  int quant_block = 64;
+  int token_stride = 576;
+  int scale_dim = 8;
+  int compress_ratio = 4;
+  bool overlap = true;
+  DType norm_weight_dtype = DType::bf16;
+
+  static constexpr auto fields() {
+    return std::tuple{field("head_size", &C4StoreKey::head_size),
+                      field("state_width", &C4StoreKey::state_width),
+                      field("rope_head_dim", &C4StoreKey::rope_head_dim),
+                      field("fp8_max", &C4StoreKey::fp8_max),
+                      field("quant_block", &C4StoreKey::quant_block),
+                      field("token_stride", &C4StoreKey::token_stride),
+                      field("scale_dim", &C4StoreKey::scale_dim),
+                      field("compress_ratio", &C4StoreKey::compress_ratio),
+                      field("overlap", &C4StoreKey::overlap),
+                      field("norm_weight_dtype", &C4StoreKey::norm_weight_dtype)};
+  }
+  auto operator<=>(const C4StoreKey&) const = default;
+};
+
+struct C4StoreFullKey {
+  int head_size = 512;
+  int state_width = 1024;
+  int rope_head_dim = 64;
+  float fp8_max = 448.0f;
+  int quant_block = 64;
+  int compress_ratio = 4;
+  bool overlap = true;
+  bool store_full_fp8 = false;
+  DType norm_weight_dtype = DType::bf16;
+
+  static constexpr auto fields() {
+    return std::tuple{field("head_size", &C4StoreFullKey::head_size),
+                      field("state_width", &C4StoreFullKey::state_width),
+                      field("rope_head_dim", &C4StoreFullKey::rope_head_dim),
+                      field("fp8_max", &C4StoreFullKey::fp8_max),
+                      field("quant_block", &C4StoreFullKey::quant_block),
+                      field("compress_ratio", &C4StoreFullKey::compress_ratio),
+                      field("overlap", &C4StoreFullKey::overlap),
+                      field("store_full_fp8", &C4StoreFullKey::store_full_fp8),
+                      field("norm_weight_dtype", &C4StoreFullKey::norm_weight_dtype)};
+  }
+  auto operator<=>(const C4StoreFullKey&) const = default;
+};
+
+// What both C4 kernels see at run time.
+struct C4StoreDescriptors {
+  int compress_ratio = 4;               // the layer's ratio
+  TensorDesc state_cache;               // f32 [n_blocks, Bs, 2 * state_width]
+  TensorDesc token_to_req;              // i32 [>= T]
+  TensorDesc positions;                 // i64 [>= T]
+  TensorDesc slot_mapping;              // i64 [T]
+  TensorDesc block_table;               // i32 [reqs, blocks]
+  TensorDesc rms_norm_weight;           // f32 | bf16 [512]
+  TensorDesc cos_sin_cache;             // f32 [max_pos, 64]
+  TensorDesc k_cache;                   // u8 [N, B, 584] (ds_mla) | bf16 or e4m3 [N, B, 512] (full)
+  TensorDesc kv_slot_mapping;           // i64 [>= T]
+  std::optional<TensorDesc> fp8_scale;  // f32 [1], e4m3 full cache only
+
+  static constexpr auto fields() {
+    return std::tuple{field("compress_ratio", &C4StoreDescriptors::compress_ratio),
+                      field("state_cache", &C4StoreDescriptors::state_cache),
+                      field("token_to_req", &C4StoreDescriptors::token_to_req),
+                      field("positions", &C4StoreDescriptors::positions),
+                      field("slot_mapping", &C4StoreDescriptors::slot_mapping),
+                      field("block_table", &C4StoreDescriptors::block_table),
+                      field("rms_norm_weight", &C4StoreDescriptors::rms_norm_weight),
+                      field("cos_sin_cache", &C4StoreDescriptors::cos_sin_cache),
+                      field("k_cache", &C4StoreDescriptors::k_cache),
+                      field("kv_slot_mapping", &C4StoreDescriptors::kv_slot_mapping),
+                      field("fp8_scale", &C4StoreDescriptors::fp8_scale)};
+  }
+};
+
+struct C4StoreArgs {
+  int compress_ratio = 4;
+  TensorRef state_cache;
+  TensorRef token_to_req;
+  TensorRef positions;
+  TensorRef slot_mapping;
+  TensorRef block_table;
+  TensorRef rms_norm_weight;
+  float eps = 1e-6f;
+  TensorRef cos_sin_cache;
+  TensorRef k_cache;
+  TensorRef kv_slot_mapping;
+  std::optional<TensorRef> fp8_scale;
+
+  C4StoreDescriptors descriptors() const;
+};
+
+class C4StoreKernel final : public JitKernel<C4StoreKernel, C4StoreKey, C4StoreDescriptors> {
+ public:
+  // overlap = (ratio == 4), state_width = head * (overlap ? 2 : 1), head = weight length,
+  // norm_weight_dtype = weight dtype.
+  C4StoreKey dispatch(const C4StoreDescriptors& descriptors) const override;
+  // Builds only ratio 4 with overlap, head 512, state width 1024, rope 64, quant block 64,
+  // fp8_max 448, token stride 576, scale dim 8.
+  Program program(const C4StoreKey& key) const override;
+  LaunchSpec<C4StoreKey> plan(const C4StoreArgs& args) const;
+  WarmupSpace<C4StoreDescriptors> warmup_space(const C4DsMlaStoreGate& gate) const;
+
+ private:
+  friend JitKernel;
+  C4StoreKernel() : JitKernel("dsv4.c4_store", embedded_files()) {}
+};
+
+class C4StoreFullKernel final
+    : public JitKernel<C4StoreFullKernel, C4StoreFullKey, C4StoreDescriptors> {
+ public:
+  // As C4StoreKernel, plus store_full_fp8 = (k_cache dtype is e4m3).
+  C4StoreFullKey dispatch(const C4StoreDescriptors& descriptors) const override;
+  Program program(const C4StoreFullKey& key) const override;
+  LaunchSpec<C4StoreFullKey> plan(const C4StoreArgs& args) const;
+  WarmupSpace<C4StoreDescriptors> warmup_space(const C4FullStoreGate& gate) const;
+
+ private:
+  friend JitKernel;
+  C4StoreFullKernel() : JitKernel("dsv4.c4_store_full", embedded_files()) {}
+};
+
+}  // namespace zerojit::dsv4

@@ -1,0 +1,21 @@
+// Argument checks shared by the compressor owners (C4 stores, C128 compress, C128 stores).
+#pragma once
+
+#include <optional>
+#include <string_view>
+
+#include "zerojit/checks.hpp"
+
+namespace zerojit::dsv4 {
+
+// The norm weight ([512] bf16 or f32), the cos/sin cache ([max_pos, 64] f32), a slot vector.
+void check_norm_weight(std::string_view kernel, const TensorDesc& weight, const TensorDesc& first);
+void check_cos_sin_f32(std::string_view kernel, const TensorDesc& cos_sin, const TensorDesc& first);
+void check_index_vector(std::string_view kernel, const TensorDesc& t, std::string_view argument,
+                        DType dtype, const TensorDesc& first);
+// A full-row cache (bf16 or e4m3 [N, B, 512]) and, for e4m3, its per-tensor scale. Returns
+// whether the cache is e4m3.
+bool check_full_cache(std::string_view kernel, const TensorDesc& cache,
+                      const std::optional<TensorRef>& fp8_scale, const TensorDesc& first);
+
+}  // namespace zerojit::dsv4

@@ -1,0 +1,693 @@
+#include "dsv4/compressor/reference.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "reference/numerics.hpp"
+
+namespace zerojit::dsv4::reference {
+namespace {
+
+using zerojit::reference::bf16_to_float;
+using zerojit::reference::e4m3_to_float;
+using zerojit::reference::float_to_bf16_rn;
+using zerojit::reference::float_to_e4m3_rn_sat;
+using zerojit::reference::rope_rotate;
+using zerojit::reference::round_to_bf16;
+using zerojit::reference::ue8m0_ceil_pow2_bits;
+using zerojit::reference::ue8m0_inverse_scale;
+using zerojit::reference::ue8m0_scale;
+
+constexpr int kHead = zj::dsv4::kCompressorHeadSize;
+constexpr int kNope = zj::dsv4::kCompressorNopeDim;
+constexpr int kRope = zj::dsv4::kCompressorRopeDim;
+constexpr int kQuantBlock = zj::dsv4::kCompressorQuantBlock;
+constexpr int kNopeBlocks = kNope / kQuantBlock;
+constexpr float kFp8Max = zj::dsv4::kCompressorFp8Max;
+constexpr long long kTokenStride = zj::dsv4::kDsMlaTokenStrideBytes;
+constexpr long long kScaleBytes = zj::dsv4::kDsMlaScaleBytes;
+constexpr long long kRowBytes = zj::dsv4::kDsMlaRowBytes;
+
+[[noreturn]] void fail(const char* kernel, const std::string& what) {
+  throw std::invalid_argument(std::string(kernel) + ": " + what);
+}
+
+float load_weight(const void* weights, NormWeightType type, int index) {
+  if (type == NormWeightType::kFloat32) return static_cast<const float*>(weights)[index];
+  return bf16_to_float(static_cast<const std::uint16_t*>(weights)[index]);
+}
+
+float clamp_fp8(float v) { return std::fmin(std::fmax(v, -kFp8Max), kFp8Max); }
+
+// e4m3 code of clamp(q * multiplier), as compressor_common.cuh's quantize_e4m3x2.
+std::uint8_t quantize_e4m3(float q, float multiplier) {
+  return float_to_e4m3_rn_sat(clamp_fp8(q * multiplier));
+}
+
+void put_bf16(unsigned char* destination, float value) {
+  const std::uint16_t bits = float_to_bf16_rn(value);
+  destination[0] = static_cast<unsigned char>(bits & 0xFFu);
+  destination[1] = static_cast<unsigned char>(bits >> 8);
+}
+
+// Softmax pooling of `count` rows for one element, two-pass in double.
+struct PoolTerm {
+  double kv;
+  double score;
+};
+
+float softmax_pool(const PoolTerm* terms, int count) {
+  double max_score = -std::numeric_limits<double>::infinity();
+  for (int i = 0; i < count; ++i) max_score = std::max(max_score, terms[i].score);
+  double weight_sum = 0.0;
+  double weighted_kv = 0.0;
+  for (int i = 0; i < count; ++i) {
+    const double w = std::exp(terms[i].score - max_score);
+    weight_sum += w;
+    weighted_kv += terms[i].kv * w;
+  }
+  return static_cast<float>(weighted_kv / weight_sum);
+}
+
+// --- C4 (both variants) -------------------------------------------------------------------------
+
+struct C4Token {
+  long long position;
+  long long kv_slot;
+  int request;
+};
+
+template <typename Params>
+void validate_c4(const char* kernel, const Params& params) {
+  if (params.state_block_size <= 0) fail(kernel, "state_block_size must be positive");
+  if (params.kv_cache_block_size <= 0) fail(kernel, "kv_cache_block_size must be positive");
+}
+
+// Mirrors compressor_common.cuh's c4_load_token.
+template <typename Params>
+bool c4_token(const Params& params, long long token, C4Token& out) {
+  if (token >= params.num_tokens || token >= params.num_token_to_req ||
+      token >= params.num_positions || token >= params.num_kv_slots) {
+    return false;
+  }
+  const long long slot = params.slot_mapping[token];
+  const long long position = params.positions[token];
+  const long long kv_slot = params.kv_slot_mapping[token];
+  const int request = params.token_to_req[token];
+  if (slot < 0 || position < 0 || (position + 1) % zj::dsv4::kC4Ratio != 0 || kv_slot < 0) {
+    return false;
+  }
+  if (request < 0 || request >= params.block_table_rows) return false;
+  if (position / params.state_block_size >= params.block_table_width) return false;
+  out = {position, kv_slot, request};
+  return true;
+}
+
+// Spec 3's pooling and norm for one active token: y[512].
+template <typename Params>
+void c4_pool_and_norm(const Params& params, const C4Token& token, NormWeightType weight_type,
+                      float* y) {
+  constexpr int kRows = zj::dsv4::kC4PooledRows;
+  std::array<long long, kRows> row_offset{};
+  for (int r = 0; r < kRows; ++r) {
+    const long long pos = token.position - (kRows - 1) + r;
+    if (pos < 0) {
+      row_offset[static_cast<std::size_t>(r)] = -1;
+      continue;
+    }
+    const long long column = pos / params.state_block_size;
+    const long long row_in_block = pos % params.state_block_size;
+    const long long block =
+        std::max(0, params.block_table[token.request * params.block_table_stride + column]);
+    row_offset[static_cast<std::size_t>(r)] = block * params.state_block_stride +
+                                              row_in_block * params.state_row_stride +
+                                              (r / 4) * kHead;
+  }
+  std::array<float, kHead> x{};
+  std::array<PoolTerm, kRows> terms{};
+  for (int e = 0; e < kHead; ++e) {
+    int count = 0;
+    for (int r = 0; r < kRows; ++r) {
+      const long long offset = row_offset[static_cast<std::size_t>(r)];
+      if (offset < 0) continue;
+      const float* row = params.state_cache + offset;
+      terms[static_cast<std::size_t>(count++)] = {row[e], row[zj::dsv4::kC4StateWidth + e]};
+    }
+    x[static_cast<std::size_t>(e)] = softmax_pool(terms.data(), count);
+  }
+  rms_norm_row(x.data(), params.rms_norm_weight, weight_type, params.eps, y);
+}
+
+const float* c4_cos_sin_row(const float* cos_sin_cache, long long stride, long long position) {
+  return cos_sin_cache + (position / zj::dsv4::kC4Ratio) * zj::dsv4::kC4Ratio * stride;
+}
+
+// --- C128 stores --------------------------------------------------------------------------------
+
+template <typename Params>
+bool c128_store_token(const Params& params, long long token, long long& position,
+                      long long& kv_slot) {
+  if (token >= params.num_tokens || token >= params.num_positions || token >= params.num_kv_slots) {
+    return false;
+  }
+  const long long slot = params.slot_mapping[token];
+  position = params.positions[token];
+  kv_slot = params.kv_slot_mapping[token];
+  return slot >= 0 && position >= 0 && (position + 1) % zj::dsv4::kC128Ratio == 0 && kv_slot >= 0;
+}
+
+// --- Comparison helpers -------------------------------------------------------------------------
+
+std::string hex_byte(unsigned value) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string s = "0x";
+  s += kDigits[(value >> 4) & 0xF];
+  s += kDigits[value & 0xF];
+  return s;
+}
+
+// Spacing of e4m3 codes around magnitude m (in code units): 2^-9 in the subnormal range,
+// else 2^(floor(log2 m) - 3).
+double e4m3_step(double magnitude) {
+  if (magnitude < 0x1p-6) return 0x1p-9;
+  int exponent = 0;
+  std::frexp(magnitude, &exponent);  // magnitude in [2^(exponent-1), 2^exponent)
+  return std::ldexp(1.0, exponent - 1 - 3);
+}
+
+double e4m3_magnitude(std::uint8_t code) { return std::fabs(e4m3_to_float(code)); }
+
+bool is_e4m3_nan(std::uint8_t code) { return (code & 0x7F) == 0x7F; }
+
+// Marks [offset, offset + length) as written; false if it leaves the buffer.
+bool mark(std::vector<bool>& written, long long offset, long long length) {
+  if (offset < 0 || offset + length > static_cast<long long>(written.size())) return false;
+  for (long long i = 0; i < length; ++i) written[static_cast<std::size_t>(offset + i)] = true;
+  return true;
+}
+
+std::string compare_unwritten(std::span<const std::uint8_t> expected,
+                              std::span<const std::uint8_t> actual,
+                              const std::vector<bool>& written, long long page_stride_bytes) {
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    if (written[i] || expected[i] == actual[i]) continue;
+    std::ostringstream out;
+    const auto index = static_cast<long long>(i);
+    out << "byte " << index << " (page " << index / page_stride_bytes << ", offset "
+        << index % page_stride_bytes << ") lies outside the written rows but changed: expected "
+        << hex_byte(expected[i]) << ", actual " << hex_byte(actual[i]);
+    return out.str();
+  }
+  return {};
+}
+
+std::string check_unique(std::span<const long long> rows, const char* what) {
+  std::unordered_set<long long> seen;
+  for (const long long row : rows) {
+    if (row < 0) return std::string(what) + " " + std::to_string(row) + " is negative";
+    if (!seen.insert(row).second) {
+      return std::string(what) + " " + std::to_string(row) +
+             " is listed twice (two writers race on the GPU)";
+    }
+  }
+  return {};
+}
+
+std::string flip_budget_message(long long flips, long long compared, long long allowance,
+                                double fraction) {
+  const auto budget = allowance + static_cast<long long>(fraction * static_cast<double>(compared));
+  if (flips <= budget) return {};
+  std::ostringstream out;
+  out << flips << " of " << compared << " e4m3 values differ by one rounding step, more than the "
+      << budget << " allowed: a systematic rounding difference";
+  return out.str();
+}
+
+}  // namespace
+
+// --- Stages -------------------------------------------------------------------------------------
+
+void rms_norm_row(const float* x, const void* weight, NormWeightType weight_type, float eps,
+                  float* y) {
+  double sum_squares = 0.0;
+  for (int e = 0; e < kHead; ++e) sum_squares += static_cast<double>(x[e]) * x[e];
+  const double mean = sum_squares / kHead;
+  const auto rrms = static_cast<float>(1.0 / std::sqrt(mean + static_cast<double>(eps)));
+  for (int e = 0; e < kHead; ++e) y[e] = (x[e] * rrms) * load_weight(weight, weight_type, e);
+}
+
+void store_ds_mla_row(const float* y, const float* cos_sin_row, unsigned char* k_cache,
+                      long long page_stride_bytes, long long kv_cache_block_size,
+                      long long kv_slot) {
+  const long long page = kv_slot / kv_cache_block_size;
+  const long long row = kv_slot % kv_cache_block_size;
+  unsigned char* data = k_cache + page * page_stride_bytes + row * kTokenStride;
+  unsigned char* scales =
+      k_cache + page * page_stride_bytes + kv_cache_block_size * kTokenStride + row * kScaleBytes;
+  for (int block = 0; block < kNopeBlocks; ++block) {
+    std::array<float, kQuantBlock> q{};
+    float amax = 0.0f;
+    for (int i = 0; i < kQuantBlock; ++i) {
+      q[static_cast<std::size_t>(i)] = round_to_bf16(y[block * kQuantBlock + i]);
+      amax = std::fmax(amax, std::fabs(q[static_cast<std::size_t>(i)]));
+    }
+    const std::uint32_t exponent = ue8m0_ceil_pow2_bits(std::fmax(1e-4f, amax / kFp8Max));
+    const float multiplier = ue8m0_inverse_scale(exponent);
+    for (int i = 0; i < kQuantBlock; ++i) {
+      data[block * kQuantBlock + i] = quantize_e4m3(q[static_cast<std::size_t>(i)], multiplier);
+    }
+    scales[block] = static_cast<unsigned char>(exponent);
+  }
+  scales[kScaleBytes - 1] = 0;
+  for (int j = 0; j < kRope / 2; ++j) {
+    const auto rotated = rope_rotate(y[kNope + 2 * j], y[kNope + 2 * j + 1], cos_sin_row[j],
+                                     cos_sin_row[kRope / 2 + j]);
+    put_bf16(data + kNope + 4 * j, rotated.even);
+    put_bf16(data + kNope + 4 * j + 2, rotated.odd);
+  }
+}
+
+void store_full_row(const float* y, const float* cos_sin_row, unsigned char* k_cache,
+                    long long page_stride_bytes, long long row_stride_bytes,
+                    long long kv_cache_block_size, long long kv_slot, bool store_full_fp8,
+                    float fp8_scale) {
+  const long long page = kv_slot / kv_cache_block_size;
+  const long long row = kv_slot % kv_cache_block_size;
+  unsigned char* base = k_cache + page * page_stride_bytes + row * row_stride_bytes;
+  std::array<float, kHead> v{};
+  std::copy(y, y + kHead, v.begin());
+  for (int j = 0; j < kRope / 2; ++j) {
+    const auto rotated = rope_rotate(y[kNope + 2 * j], y[kNope + 2 * j + 1], cos_sin_row[j],
+                                     cos_sin_row[kRope / 2 + j]);
+    v[static_cast<std::size_t>(kNope + 2 * j)] = rotated.even;
+    v[static_cast<std::size_t>(kNope + 2 * j + 1)] = rotated.odd;
+  }
+  if (store_full_fp8) {
+    const float multiplier = 1.0f / fp8_scale;
+    for (int e = 0; e < kHead; ++e) {
+      base[e] = quantize_e4m3(round_to_bf16(v[static_cast<std::size_t>(e)]), multiplier);
+    }
+  } else {
+    for (int e = 0; e < kHead; ++e) put_bf16(base + 2 * e, v[static_cast<std::size_t>(e)]);
+  }
+}
+
+// --- Kernels ------------------------------------------------------------------------------------
+
+std::vector<long long> c4_store(const zj::dsv4::C4StoreParams& params,
+                                const C4StoreTemplateArgs& args) {
+  constexpr const char* kKernel = "c4_store";
+  validate_c4(kKernel, params);
+  if (params.kv_block_stride_bytes < params.kv_cache_block_size * kRowBytes) {
+    fail(kKernel, "kv_block_stride_bytes is below kv_cache_block_size * 584");
+  }
+  std::vector<long long> written;
+  std::array<float, kHead> y{};
+  for (long long t = 0; t < params.num_tokens; ++t) {
+    C4Token token{};
+    if (!c4_token(params, t, token)) continue;
+    c4_pool_and_norm(params, token, args.norm_weight_type, y.data());
+    store_ds_mla_row(
+        y.data(), c4_cos_sin_row(params.cos_sin_cache, params.cos_sin_stride, token.position),
+        params.k_cache, params.kv_block_stride_bytes, params.kv_cache_block_size, token.kv_slot);
+    written.push_back(token.kv_slot);
+  }
+  return written;
+}
+
+std::vector<long long> c4_store_full(const zj::dsv4::C4StoreFullParams& params,
+                                     const C4StoreFullTemplateArgs& args) {
+  constexpr const char* kKernel = "c4_store_full";
+  validate_c4(kKernel, params);
+  std::vector<long long> written;
+  std::array<float, kHead> y{};
+  const float fp8_scale = args.store_full_fp8 ? params.fp8_scale[0] : 1.0f;
+  for (long long t = 0; t < params.num_tokens; ++t) {
+    C4Token token{};
+    if (!c4_token(params, t, token)) continue;
+    c4_pool_and_norm(params, token, args.norm_weight_type, y.data());
+    store_full_row(y.data(),
+                   c4_cos_sin_row(params.cos_sin_cache, params.cos_sin_stride, token.position),
+                   params.k_cache, params.kv_block_stride_bytes, params.kv_row_stride_bytes,
+                   params.kv_cache_block_size, token.kv_slot, args.store_full_fp8, fp8_scale);
+    written.push_back(token.kv_slot);
+  }
+  return written;
+}
+
+std::vector<long long> c128_compress(const zj::dsv4::C128CompressParams& params,
+                                     const C128CompressTemplateArgs& args) {
+  constexpr const char* kKernel = "c128_compress";
+  const int head = args.head_size;
+  if (head <= 0 || head % zj::dsv4::kC128CompressColumns != 0) {
+    fail(kKernel, "head_size must be a positive multiple of 64");
+  }
+  if (params.state_block_size != zj::dsv4::kC128StateBlockSize) {
+    fail(kKernel, "state_block_size must be 8, got " + std::to_string(params.state_block_size));
+  }
+  constexpr int kRows = zj::dsv4::kC128Ratio;
+  constexpr long long kBs = zj::dsv4::kC128StateBlockSize;
+  std::vector<long long> written;
+  std::vector<PoolTerm> terms(kRows);
+  std::vector<const float*> rows(kRows);
+  for (long long t = 0; t < params.num_tokens; ++t) {
+    if (t >= params.num_token_to_req || t >= params.num_positions) continue;
+    const long long slot = params.slot_mapping[t];
+    const long long position = params.positions[t];
+    const int request = params.token_to_req[t];
+    if (slot < 0 || position < 0 || (position + 1) % kRows != 0) continue;
+    if (request < 0 || request >= params.block_table_rows) continue;
+    if (position / kBs >= params.block_table_width) continue;
+    const long long start = position - (kRows - 1);
+    for (int r = 0; r < kRows; ++r) {
+      const long long pos = start + r;
+      const long long block =
+          std::max(0, params.block_table[request * params.block_table_stride + pos / kBs]);
+      rows[static_cast<std::size_t>(r)] = params.state_cache + block * params.state_block_stride +
+                                          (pos % kBs) * params.state_row_stride;
+    }
+    float* out = params.compressed_kv + t * head;
+    for (int e = 0; e < head; ++e) {
+      for (int r = 0; r < kRows; ++r) {
+        const float* row = rows[static_cast<std::size_t>(r)];
+        terms[static_cast<std::size_t>(r)] = {row[e], row[head + e]};
+      }
+      out[e] = softmax_pool(terms.data(), kRows);
+    }
+    written.push_back(t);
+  }
+  return written;
+}
+
+std::vector<long long> c128_store(const zj::dsv4::C128StoreParams& params,
+                                  const C128StoreTemplateArgs& args) {
+  constexpr const char* kKernel = "c128_store";
+  if (args.kv_cache_block_size <= 0) fail(kKernel, "kv_cache_block_size must be positive");
+  if (args.kv_block_stride < args.kv_cache_block_size * kRowBytes) {
+    fail(kKernel, "kv_block_stride is below kv_cache_block_size * 584");
+  }
+  std::vector<long long> written;
+  std::array<float, kHead> y{};
+  for (long long t = 0; t < params.num_tokens; ++t) {
+    long long position = 0;
+    long long kv_slot = 0;
+    if (!c128_store_token(params, t, position, kv_slot)) continue;
+    rms_norm_row(params.compressed_kv + t * kHead, params.rms_norm_weight, args.norm_weight_type,
+                 params.eps, y.data());
+    const float* cos_sin_row =
+        params.cos_sin_cache + (position - (zj::dsv4::kC128Ratio - 1)) * params.cos_sin_stride;
+    store_ds_mla_row(y.data(), cos_sin_row, params.k_cache, args.kv_block_stride,
+                     args.kv_cache_block_size, kv_slot);
+    written.push_back(kv_slot);
+  }
+  return written;
+}
+
+std::vector<long long> c128_store_full(const zj::dsv4::C128StoreFullParams& params,
+                                       const C128StoreFullTemplateArgs& args) {
+  constexpr const char* kKernel = "c128_store_full";
+  if (params.kv_cache_block_size <= 0) fail(kKernel, "kv_cache_block_size must be positive");
+  std::vector<long long> written;
+  std::array<float, kHead> y{};
+  const float fp8_scale = args.store_full_fp8 ? params.fp8_scale[0] : 1.0f;
+  for (long long t = 0; t < params.num_tokens; ++t) {
+    long long position = 0;
+    long long kv_slot = 0;
+    if (!c128_store_token(params, t, position, kv_slot)) continue;
+    rms_norm_row(params.compressed_kv + t * kHead, params.rms_norm_weight, args.norm_weight_type,
+                 params.eps, y.data());
+    const float* cos_sin_row = params.cos_sin_cache + (position / zj::dsv4::kC128Ratio) *
+                                                          zj::dsv4::kC128Ratio *
+                                                          params.cos_sin_stride;
+    store_full_row(y.data(), cos_sin_row, params.k_cache, params.kv_block_stride_bytes,
+                   params.kv_row_stride_bytes, params.kv_cache_block_size, kv_slot,
+                   args.store_full_fp8, fp8_scale);
+    written.push_back(kv_slot);
+  }
+  return written;
+}
+
+// --- Comparisons --------------------------------------------------------------------------------
+
+std::string compare_ds_mla_rows(std::span<const std::uint8_t> expected,
+                                std::span<const std::uint8_t> actual, long long page_stride_bytes,
+                                long long kv_cache_block_size, std::span<const long long> kv_slots,
+                                const DsMlaTolerance& tolerance) {
+  if (expected.size() != actual.size()) {
+    return "buffer sizes differ: expected " + std::to_string(expected.size()) + " bytes, actual " +
+           std::to_string(actual.size());
+  }
+  if (kv_cache_block_size <= 0 || page_stride_bytes < kv_cache_block_size * kRowBytes) {
+    return "invalid layout: page stride " + std::to_string(page_stride_bytes) + " for B " +
+           std::to_string(kv_cache_block_size);
+  }
+  if (auto message = check_unique(kv_slots, "kv slot"); !message.empty()) return message;
+
+  std::vector<bool> written(expected.size(), false);
+  for (const long long slot : kv_slots) {
+    const long long page = slot / kv_cache_block_size;
+    const long long row = slot % kv_cache_block_size;
+    const long long data = page * page_stride_bytes + row * kTokenStride;
+    const long long scales =
+        page * page_stride_bytes + kv_cache_block_size * kTokenStride + row * kScaleBytes;
+    if (!mark(written, data, kTokenStride) || !mark(written, scales, kScaleBytes)) {
+      return "kv slot " + std::to_string(slot) + " lies outside the buffer";
+    }
+  }
+  if (auto message = compare_unwritten(expected, actual, written, page_stride_bytes);
+      !message.empty()) {
+    return message;
+  }
+
+  long long flips = 0;
+  long long compared = 0;
+  for (std::size_t index = 0; index < kv_slots.size(); ++index) {
+    const long long slot = kv_slots[index];
+    const long long page = slot / kv_cache_block_size;
+    const long long row = slot % kv_cache_block_size;
+    const auto data = static_cast<std::size_t>(page * page_stride_bytes + row * kTokenStride);
+    const auto scales = static_cast<std::size_t>(
+        page * page_stride_bytes + kv_cache_block_size * kTokenStride + row * kScaleBytes);
+    auto where = [&](const char* part, int dim) {
+      std::ostringstream out;
+      out << "kv slot " << slot << " (row " << index << " of the list), " << part << " " << dim
+          << ": ";
+      return out.str();
+    };
+    if (actual[scales + kScaleBytes - 1] != expected[scales + kScaleBytes - 1]) {
+      return where("pad byte", kScaleBytes - 1) + "expected " +
+             hex_byte(expected[scales + kScaleBytes - 1]) + ", actual " +
+             hex_byte(actual[scales + kScaleBytes - 1]);
+    }
+    for (int block = 0; block < kNopeBlocks; ++block) {
+      const unsigned expected_exponent = expected[scales + static_cast<std::size_t>(block)];
+      const unsigned actual_exponent = actual[scales + static_cast<std::size_t>(block)];
+      double expected_max = 0.0;
+      double actual_max = 0.0;
+      for (int i = 0; i < kQuantBlock; ++i) {
+        const auto offset = data + static_cast<std::size_t>(block * kQuantBlock + i);
+        expected_max = std::max(expected_max, e4m3_magnitude(expected[offset]));
+        actual_max = std::max(actual_max, e4m3_magnitude(actual[offset]));
+      }
+      if (expected_exponent != actual_exponent) {
+        // +-1 only at a power-of-two boundary of amax: see the header.
+        const bool boundary = (actual_exponent == expected_exponent + 1 && expected_max == 448.0 &&
+                               actual_max == 224.0) ||
+                              (actual_exponent + 1 == expected_exponent && expected_max == 224.0 &&
+                               actual_max == 448.0);
+        if (!boundary) {
+          return where("scale byte", block) + "expected exponent " +
+                 std::to_string(expected_exponent) + " (block max code " +
+                 std::to_string(expected_max) + "), actual " + std::to_string(actual_exponent) +
+                 " (block max code " + std::to_string(actual_max) + ")";
+        }
+      }
+      const double expected_scale = ue8m0_scale(expected_exponent);
+      const double actual_scale = ue8m0_scale(actual_exponent);
+      const double coarse_scale = std::max(expected_scale, actual_scale);
+      for (int i = 0; i < kQuantBlock; ++i) {
+        const int dim = block * kQuantBlock + i;
+        const auto offset = data + static_cast<std::size_t>(dim);
+        const std::uint8_t expected_code = expected[offset];
+        const std::uint8_t actual_code = actual[offset];
+        ++compared;
+        if (is_e4m3_nan(expected_code) || is_e4m3_nan(actual_code)) {
+          if (expected_code == actual_code) continue;
+        } else {
+          const double ev = e4m3_to_float(expected_code) * expected_scale;
+          const double av = e4m3_to_float(actual_code) * actual_scale;
+          const double difference = std::fabs(av - ev);
+          if (difference <= tolerance.value_rtol * std::fabs(ev)) continue;
+          const double magnitude = std::max(std::fabs(av), std::fabs(ev)) / coarse_scale;
+          if (difference <= e4m3_step(magnitude) * coarse_scale * (1.0 + 1e-9)) {
+            if (expected_exponent == actual_exponent) ++flips;
+            continue;
+          }
+        }
+        std::ostringstream out;
+        out << "expected " << e4m3_to_float(expected_code) * expected_scale << " (code "
+            << hex_byte(expected_code) << ", exponent " << expected_exponent << "), actual "
+            << e4m3_to_float(actual_code) * actual_scale << " (code " << hex_byte(actual_code)
+            << ", exponent " << actual_exponent << ")";
+        return where("nope dim", dim) + out.str();
+      }
+    }
+    double rope_max = 0.0;
+    for (int j = 0; j < kRope; ++j) {
+      const auto offset = data + static_cast<std::size_t>(kNope + 2 * j);
+      const auto bits = static_cast<std::uint16_t>(expected[offset] | (expected[offset + 1] << 8));
+      rope_max = std::max(rope_max, std::fabs(static_cast<double>(bf16_to_float(bits))));
+    }
+    for (int j = 0; j < kRope; ++j) {
+      const auto offset = data + static_cast<std::size_t>(kNope + 2 * j);
+      const auto expected_bits =
+          static_cast<std::uint16_t>(expected[offset] | (expected[offset + 1] << 8));
+      const auto actual_bits =
+          static_cast<std::uint16_t>(actual[offset] | (actual[offset + 1] << 8));
+      if (expected_bits == actual_bits) continue;
+      const double ev = bf16_to_float(expected_bits);
+      const double av = bf16_to_float(actual_bits);
+      if (std::fabs(av - ev) <=
+          tolerance.value_rtol * std::fabs(ev) + tolerance.rope_atol_fraction * rope_max) {
+        continue;
+      }
+      std::ostringstream out;
+      out << "expected bf16 " << ev << ", actual " << av;
+      return where("rope dim", kNope + j) + out.str();
+    }
+  }
+  return flip_budget_message(flips, compared, tolerance.rounding_flip_allowance,
+                             tolerance.rounding_flip_fraction);
+}
+
+std::string compare_full_rows(std::span<const std::uint8_t> expected,
+                              std::span<const std::uint8_t> actual, long long page_stride_bytes,
+                              long long row_stride_bytes, long long kv_cache_block_size,
+                              std::span<const long long> kv_slots, bool store_full_fp8,
+                              const FullRowTolerance& tolerance) {
+  if (expected.size() != actual.size()) {
+    return "buffer sizes differ: expected " + std::to_string(expected.size()) + " bytes, actual " +
+           std::to_string(actual.size());
+  }
+  if (kv_cache_block_size <= 0 || page_stride_bytes <= 0) return "invalid layout";
+  if (auto message = check_unique(kv_slots, "kv slot"); !message.empty()) return message;
+  const long long row_bytes = store_full_fp8 ? kHead : 2 * kHead;
+  std::vector<bool> written(expected.size(), false);
+  for (const long long slot : kv_slots) {
+    const long long base = (slot / kv_cache_block_size) * page_stride_bytes +
+                           (slot % kv_cache_block_size) * row_stride_bytes;
+    if (!mark(written, base, row_bytes)) {
+      return "kv slot " + std::to_string(slot) + " lies outside the buffer";
+    }
+  }
+  if (auto message = compare_unwritten(expected, actual, written, page_stride_bytes);
+      !message.empty()) {
+    return message;
+  }
+
+  long long flips = 0;
+  long long compared = 0;
+  std::array<double, kHead> ev{};
+  std::array<double, kHead> av{};
+  for (std::size_t index = 0; index < kv_slots.size(); ++index) {
+    const long long slot = kv_slots[index];
+    const auto base = static_cast<std::size_t>((slot / kv_cache_block_size) * page_stride_bytes +
+                                               (slot % kv_cache_block_size) * row_stride_bytes);
+    double row_max = 0.0;
+    for (std::size_t e = 0; e < static_cast<std::size_t>(kHead); ++e) {
+      if (store_full_fp8) {
+        ev[e] = e4m3_to_float(expected[base + e]);
+        av[e] = e4m3_to_float(actual[base + e]);
+      } else {
+        ev[e] = bf16_to_float(
+            static_cast<std::uint16_t>(expected[base + 2 * e] | (expected[base + 2 * e + 1] << 8)));
+        av[e] = bf16_to_float(
+            static_cast<std::uint16_t>(actual[base + 2 * e] | (actual[base + 2 * e + 1] << 8)));
+      }
+      if (!std::isnan(ev[e])) row_max = std::max(row_max, std::fabs(ev[e]));
+    }
+    for (std::size_t e = 0; e < static_cast<std::size_t>(kHead); ++e) {
+      ++compared;
+      if (std::isnan(ev[e]) || std::isnan(av[e])) {
+        if (std::isnan(ev[e]) && std::isnan(av[e])) continue;
+      } else {
+        const double difference = std::fabs(av[e] - ev[e]);
+        if (difference <=
+            tolerance.value_rtol * std::fabs(ev[e]) + tolerance.atol_fraction * row_max) {
+          continue;
+        }
+        if (store_full_fp8 &&
+            difference <= e4m3_step(std::max(std::fabs(av[e]), std::fabs(ev[e]))) * (1.0 + 1e-9)) {
+          ++flips;
+          continue;
+        }
+      }
+      std::ostringstream out;
+      out << "kv slot " << slot << " (row " << index << " of the list), dim " << e << ": expected "
+          << ev[e] << ", actual " << av[e] << (store_full_fp8 ? " (e4m3 code values)" : " (bf16)");
+      return out.str();
+    }
+  }
+  if (!store_full_fp8) return {};
+  return flip_budget_message(flips, compared, tolerance.rounding_flip_allowance,
+                             tolerance.rounding_flip_fraction);
+}
+
+std::string compare_compressed_kv(std::span<const float> expected, std::span<const float> actual,
+                                  long long row_length, std::span<const long long> rows,
+                                  const CompressedKvTolerance& tolerance) {
+  if (expected.size() != actual.size()) {
+    return "buffer sizes differ: expected " + std::to_string(expected.size()) + " floats, actual " +
+           std::to_string(actual.size());
+  }
+  if (row_length <= 0) return "invalid row length";
+  if (auto message = check_unique(rows, "row"); !message.empty()) return message;
+  const auto total_rows = static_cast<long long>(expected.size()) / row_length;
+  std::vector<bool> listed(static_cast<std::size_t>(total_rows), false);
+  for (const long long row : rows) {
+    if (row >= total_rows) return "row " + std::to_string(row) + " lies outside the buffer";
+    listed[static_cast<std::size_t>(row)] = true;
+  }
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    const auto row = static_cast<long long>(i) / row_length;
+    if (row < total_rows && listed[static_cast<std::size_t>(row)]) continue;
+    if (std::memcmp(&expected[i], &actual[i], sizeof(float)) == 0) continue;
+    std::ostringstream out;
+    out << "row " << row << " (not written) element " << static_cast<long long>(i) % row_length
+        << " changed: expected " << expected[i] << ", actual " << actual[i];
+    return out.str();
+  }
+  for (const long long row : rows) {
+    const auto base = static_cast<std::size_t>(row * row_length);
+    double row_max = 0.0;
+    for (long long e = 0; e < row_length; ++e) {
+      row_max = std::max(
+          row_max, std::fabs(static_cast<double>(expected[base + static_cast<std::size_t>(e)])));
+    }
+    for (long long e = 0; e < row_length; ++e) {
+      const double ev = expected[base + static_cast<std::size_t>(e)];
+      const double av = actual[base + static_cast<std::size_t>(e)];
+      if (std::fabs(av - ev) <=
+          tolerance.rtol * std::fabs(ev) + tolerance.atol_fraction * row_max) {
+        continue;
+      }
+      std::ostringstream out;
+      out.precision(9);
+      out << "row " << row << " element " << e << ": expected " << ev << ", actual " << av
+          << " (row max " << row_max << ")";
+      return out.str();
+    }
+  }
+  return {};
+}
+
+}  // namespace zerojit::dsv4::reference

@@ -1,0 +1,10 @@
+#include "dsv4/family.hpp"
+
+namespace zerojit::dsv4 {
+
+AttentionKernels::AttentionKernels(Dsv4Config config) : config_(std::move(config)) {
+  validate(config_);
+  decisions_ = kFamily.decide(config_);
+}
+
+}  // namespace zerojit::dsv4

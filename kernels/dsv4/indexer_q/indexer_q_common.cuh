@@ -1,0 +1,213 @@
+// The part both indexer-Q kernels share (spec section 1): thread placement, the guarded loads of
+// Q, cos/sin and positions, the GPT-J RoPE of the last R dims rounded back to bf16, and the
+// |x| maximum over packed bf16 pairs. The FP8 and MXFP4 kernels differ only in how they
+// quantize the rotated row and fold the weights.
+#pragma once
+
+#include "device/numerics.cuh"
+#include "dsv4/indexer_q/indexer_q_params.h"
+
+namespace zj::dsv4::indexer_q_detail {
+
+template <typename A, typename B>
+struct IsSame {
+  static constexpr bool value = false;
+};
+template <typename A>
+struct IsSame<A, A> {
+  static constexpr bool value = true;
+};
+
+// Compile-time geometry of one key, with the spec's constraints on it.
+template <int HeadDim, int RopeDim, int NumHeads, typename CosSinT, int Coarsen>
+struct Geometry {
+  using CosSin = CosSinT;
+  static constexpr int kHeadDim = HeadDim;
+  static constexpr int kRopeDim = RopeDim;
+  static constexpr int kNumHeads = NumHeads;
+  static constexpr int kCoarsen = Coarsen;
+  static constexpr int kLanesPerRow = HeadDim / kIndexerQElementsPerThread;
+  static constexpr int kNopeDim = HeadDim - RopeDim;
+  static constexpr int kHeadTiles = NumHeads / Coarsen;
+  // Lanes at or past this index hold rope dims only (nope is a multiple of 16).
+  static constexpr int kFirstRopeLane = kNopeDim / kIndexerQElementsPerThread;
+  // A rope lane rotates 8 pairs, so it needs 8 cos and 8 sin values.
+  static constexpr int kPairsPerLane = kIndexerQElementsPerThread / 2;
+
+  static_assert(Coarsen >= 1 && NumHeads % Coarsen == 0, "indexer-Q: H % coarsen must be 0");
+  static_assert(HeadDim % 16 == 0, "indexer-Q: head_dim must be a multiple of 16");
+  static_assert(kLanesPerRow >= 1 && kLanesPerRow <= 32 && (kLanesPerRow & (kLanesPerRow - 1)) == 0,
+                "indexer-Q: head_dim / 16 must be a power of two <= 32");
+  static_assert(RopeDim >= 0 && RopeDim <= HeadDim && RopeDim % 16 == 0 && kNopeDim % 16 == 0,
+                "indexer-Q: rope_dim and head_dim - rope_dim must be multiples of 16");
+  static_assert(IsSame<CosSinT, float>::value || IsSame<CosSinT, bf16_t>::value,
+                "indexer-Q: cos/sin must be float or zj::bf16_t");
+};
+
+// Where a thread works: token, first head of its tile, lane within the row's subwarp.
+struct Placement {
+  long long token;
+  long long first_row;  // token * H + first head: the (token, head) row index of head 0.
+  int lane;
+  bool active;  // token < T. Inactive threads still run the shuffles, with zeros.
+};
+
+template <class G>
+__device__ __forceinline__ Placement place_thread(long long num_tokens) {
+  const long long global_thread =
+      static_cast<long long>(blockIdx.x) * kIndexerQThreadsPerBlock + threadIdx.x;
+  const long long subwarp = global_thread / G::kLanesPerRow;
+  Placement p;
+  p.token = subwarp / G::kHeadTiles;
+  const int head_tile = static_cast<int>(subwarp % G::kHeadTiles);
+  p.first_row = p.token * G::kNumHeads + static_cast<long long>(head_tile) * G::kCoarsen;
+  p.lane = static_cast<int>(threadIdx.x) % G::kLanesPerRow;
+  p.active = p.token < num_tokens;
+  return p;
+}
+
+// --- Memory access --------------------------------------------------------------------------
+
+// Q is read exactly once: bypass L1 (the non-coherent path is safe, nothing writes it here).
+__device__ __forceinline__ void load_streaming_16b(const void* address, u32 (&words)[4]) {
+  asm("ld.global.nc.L1::no_allocate.v4.b32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(words[0]), "=r"(words[1]), "=r"(words[2]), "=r"(words[3])
+      : "l"(address));
+}
+
+// cos/sin rows are shared by every head of a token and many threads: keep them cacheable.
+__device__ __forceinline__ void load_readonly_16b(const void* address, u32 (&words)[4]) {
+  asm("ld.global.nc.v4.b32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(words[0]), "=r"(words[1]), "=r"(words[2]), "=r"(words[3])
+      : "l"(address));
+}
+
+__device__ __forceinline__ void store_16b(void* address, const u32 (&words)[4]) {
+  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(address), "r"(words[0]),
+               "r"(words[1]), "r"(words[2]), "r"(words[3])
+               : "memory");
+}
+
+__device__ __forceinline__ void store_8b(void* address, u32 low, u32 high) {
+  asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(address), "r"(low), "r"(high) : "memory");
+}
+
+// The thread's 16 bf16 elements (8 packed pairs, element 2k in the low half of word k) of
+// row `row`, or zeros when inactive.
+template <int HeadDim>
+__device__ __forceinline__ void load_q_slice(const unsigned short* q, long long row, int lane,
+                                             bool active, u32 (&words)[8]) {
+  u32 first[4] = {0u, 0u, 0u, 0u};
+  u32 second[4] = {0u, 0u, 0u, 0u};
+  if (active) {
+    const unsigned short* slice = q + row * HeadDim + lane * kIndexerQElementsPerThread;
+    load_streaming_16b(slice, first);
+    load_streaming_16b(slice + 8, second);
+  }
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    words[k] = first[k];
+    words[4 + k] = second[k];
+  }
+}
+
+// The 8 cos and 8 sin values a rope lane needs: pairs [8*rope_lane, +8) of the token's row.
+template <typename CosSinT, int RopeDim>
+__device__ __forceinline__ void load_cos_sin(const IndexerQParams& params, long long token,
+                                             int rope_lane, float (&cos_v)[8], float (&sin_v)[8]) {
+  const long long position = params.positions[token];
+  const long long row = position * params.cos_sin_row_stride;
+  const long long cos_column = static_cast<long long>(rope_lane) * 8;
+  const long long sin_column = RopeDim / 2 + cos_column;
+  if constexpr (IsSame<CosSinT, float>::value) {
+    const float* table = static_cast<const float*>(params.cos_sin_cache) + row;
+    u32 c0[4], c1[4], s0[4], s1[4];
+    load_readonly_16b(table + cos_column, c0);
+    load_readonly_16b(table + cos_column + 4, c1);
+    load_readonly_16b(table + sin_column, s0);
+    load_readonly_16b(table + sin_column + 4, s1);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      cos_v[k] = __uint_as_float(c0[k]);
+      cos_v[4 + k] = __uint_as_float(c1[k]);
+      sin_v[k] = __uint_as_float(s0[k]);
+      sin_v[4 + k] = __uint_as_float(s1[k]);
+    }
+  } else {
+    const unsigned short* table = static_cast<const unsigned short*>(params.cos_sin_cache) + row;
+    u32 c[4], s[4];
+    load_readonly_16b(table + cos_column, c);
+    load_readonly_16b(table + sin_column, s);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      cos_v[2 * k] = bf16x2_low(c[k]);
+      cos_v[2 * k + 1] = bf16x2_high(c[k]);
+      sin_v[2 * k] = bf16x2_low(s[k]);
+      sin_v[2 * k + 1] = bf16x2_high(s[k]);
+    }
+  }
+}
+
+// --- Math -----------------------------------------------------------------------------------
+
+// Rotates the 8 pairs of a rope lane in f32 with the pinned FMA form and rounds each result
+// to bf16, as the reference does before it takes the amax.
+__device__ __forceinline__ void rotate_slice(u32 (&words)[8], const float (&cos_v)[8],
+                                             const float (&sin_v)[8]) {
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    const RotatedPair r =
+        rope_rotate(bf16x2_low(words[k]), bf16x2_high(words[k]), cos_v[k], sin_v[k]);
+    words[k] = pack_bf16x2_rn(r.even, r.odd);
+  }
+}
+
+// Per lane max(|a|, |b|), with the sign bit the XOR of the inputs' (cleared by the caller).
+__device__ __forceinline__ u32 max_abs_bf16x2(u32 a, u32 b) {
+  u32 result;
+  asm("max.xorsign.abs.bf16x2 %0, %1, %2;" : "=r"(result) : "r"(a), "r"(b));
+  return result;
+}
+
+// max |x| over `Count` consecutive packed words starting at word `First` (exact: the inputs are
+// bf16 already).
+template <int First, int Count>
+__device__ __forceinline__ float abs_max(const u32 (&words)[8]) {
+  u32 packed = words[First];
+#pragma unroll
+  for (int k = First + 1; k < First + Count; ++k) packed = max_abs_bf16x2(packed, words[k]);
+  packed &= 0x7FFF7FFFu;
+  return fmaxf(bf16x2_low(packed), bf16x2_high(packed));
+}
+
+// Butterfly max over aligned groups of `Width` lanes. Every lane of the warp must call it.
+template <int Width>
+__device__ __forceinline__ float group_max(float value) {
+#pragma unroll
+  for (int offset = Width / 2; offset >= 1; offset /= 2) {
+    value = fmaxf(value, __shfl_xor_sync(0xFFFFFFFFu, value, offset));
+  }
+  return value;
+}
+
+// Loads the thread's slice of every head of its tile and rotates the rope lanes. All Q loads
+// are issued before the cos/sin dependency chain (positions -> table) is waited on.
+template <class G>
+__device__ __forceinline__ void load_rotated_tile(const IndexerQParams& params, const Placement& at,
+                                                  u32 (&words)[G::kCoarsen][8]) {
+#pragma unroll
+  for (int c = 0; c < G::kCoarsen; ++c) {
+    load_q_slice<G::kHeadDim>(params.q, at.first_row + c, at.lane, at.active, words[c]);
+  }
+  if constexpr (G::kRopeDim > 0) {
+    if (at.active && at.lane >= G::kFirstRopeLane) {
+      float cos_v[8], sin_v[8];
+      load_cos_sin<typename G::CosSin, G::kRopeDim>(params, at.token, at.lane - G::kFirstRopeLane,
+                                                    cos_v, sin_v);
+#pragma unroll
+      for (int c = 0; c < G::kCoarsen; ++c) rotate_slice(words[c], cos_v, sin_v);
+    }
+  }
+}
+
+}  // namespace zj::dsv4::indexer_q_detail

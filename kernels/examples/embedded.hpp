@@ -1,0 +1,10 @@
+// The example family's kernel sources, embedded at build time (cmake/ZerojitEmbed.cmake).
+#pragma once
+
+#include "zerojit/embedded.hpp"
+
+namespace zerojit::examples {
+
+const EmbeddedFileSet& embedded_files();
+
+}  // namespace zerojit::examples

@@ -1,0 +1,64 @@
+// y = alpha * x + y: the smallest complete kernel owner. It shows every part of the contract
+// (key, descriptors, dispatch, program, plan, warmup space, gate) and the core's tests and
+// benchmarks run on it.
+#pragma once
+
+#include <optional>
+#include <tuple>
+
+#include "examples/embedded.hpp"
+#include "zerojit/zerojit.hpp"
+
+namespace zerojit::examples {
+
+struct ScaleAddKey {
+  DType dtype = DType::f32;
+  int vector_width = 1;
+
+  static constexpr auto fields() {
+    return std::tuple{field("dtype", &ScaleAddKey::dtype),
+                      field("vector_width", &ScaleAddKey::vector_width)};
+  }
+  auto operator<=>(const ScaleAddKey&) const = default;
+};
+
+struct ScaleAddDescriptors {
+  TensorDesc x;
+  TensorDesc y;
+
+  static constexpr auto fields() {
+    return std::tuple{field("x", &ScaleAddDescriptors::x), field("y", &ScaleAddDescriptors::y)};
+  }
+};
+
+struct ScaleAddArgs {
+  TensorRef x;
+  TensorRef y;
+  double alpha = 1.0;
+
+  ScaleAddDescriptors descriptors() const { return {x.desc, y.desc}; }
+};
+
+// What a configuration of the example family decides for scale_add: it always runs, over
+// both dtypes, and there is nothing to parameterize.
+struct ScaleAddGate {
+  static constexpr auto fields() { return std::tuple{}; }
+};
+
+class ScaleAddKernel final : public JitKernel<ScaleAddKernel, ScaleAddKey, ScaleAddDescriptors> {
+ public:
+  // f32 or f64; 4-wide when the length is a multiple of 4 and both bases are 16-byte aligned.
+  ScaleAddKey dispatch(const ScaleAddDescriptors& descriptors) const override;
+  Program program(const ScaleAddKey& key) const override;
+  // Validates the arguments (dtype, shape, contiguity, device) and builds the launch.
+  LaunchSpec<ScaleAddKey> plan(const ScaleAddArgs& args) const;
+  // Both dtypes, a length that allows the 4-wide path and one that does not, aligned and
+  // unaligned bases.
+  WarmupSpace<ScaleAddDescriptors> warmup_space(const ScaleAddGate& gate = {}) const;
+
+ private:
+  friend JitKernel;
+  ScaleAddKernel() : JitKernel("examples.scale_add", embedded_files()) {}
+};
+
+}  // namespace zerojit::examples

@@ -1,0 +1,413 @@
+// The DSv4 kernels' launch path from Python: one METH_FASTCALL function per op, positional
+// arguments in the order of the Python wrappers (python/zerojit/dsv4.py), the last one the
+// stream (None: the tensors' framework's current stream). Outputs passed as None are
+// allocated like the inputs. Each returns its outputs, or None for ops that only write in place.
+//
+// The CPU-reference mode of the same ops stays in kernels.cpp (host tensors, not a hot path).
+#include <Python.h>
+
+#include <array>
+#include <initializer_list>
+#include <string>
+
+#include "bindings.hpp"
+#include "dsv4/compressor/gate_common.hpp"
+#include "dsv4/family.hpp"
+#include "fast_call.hpp"
+
+namespace zerojit::python {
+namespace {
+
+// New references held for the call: released (DECREF) unless handed to Python.
+class OwnedObjects {
+ public:
+  OwnedObjects(std::initializer_list<PyObject**> slots) {
+    for (PyObject** slot : slots) slots_[count_++] = slot;
+  }
+  ~OwnedObjects() {
+    if (released_) return;
+    for (std::size_t i = 0; i < count_; ++i) {
+      if (*slots_[i] != nullptr && *slots_[i] != Py_None) Py_DECREF(*slots_[i]);
+    }
+  }
+  OwnedObjects(const OwnedObjects&) = delete;
+  OwnedObjects& operator=(const OwnedObjects&) = delete;
+  // The references become the caller's.
+  void release() { released_ = true; }
+
+ private:
+  std::array<PyObject**, 4> slots_{};
+  std::size_t count_ = 0;
+  bool released_ = false;
+};
+
+bool has_arguments(const char* op, Py_ssize_t given, Py_ssize_t expected) {
+  if (given == expected) return true;
+  PyErr_Format(PyExc_TypeError, "zerojit._core.fast.%s takes %zd positional arguments (%zd given)",
+               op, expected, given);
+  return false;
+}
+
+// The size of dim `dim` of an input that sizes an output, checked before the kernel's own
+// validation so that the allocation never sees a nonsensical shape.
+std::int64_t extent(const FastCall& call, const TensorRef& tensor, std::string_view argument,
+                    int ndim, int dim) {
+  if (tensor.desc.ndim != ndim) {
+    call.fail(argument,
+              "must have " + std::to_string(ndim) + " dimensions, got " + to_string(tensor.desc));
+  }
+  return tensor.desc.size(dim);
+}
+
+// Which compressor store a cache takes, decided by its dtype as vLLM's compressor does:
+// uint8 = fp8_ds_mla pages, bf16 or float8_e4m3fn = full rows. The optional flags of vLLM's
+// signature must agree with it.
+bool stores_full_rows(const FastCall& call, const TensorDesc& cache,
+                      std::optional<bool> store_full_kv, std::optional<bool> store_full_fp8) {
+  const bool full = cache.dtype != DType::u8;
+  const bool full_fp8 = cache.dtype == DType::e4m3;
+  const std::string layout = " (uint8 holds fp8_ds_mla pages; bf16 or float8_e4m3fn full rows)";
+  if (store_full_kv && *store_full_kv != full) {
+    call.fail("store_full_kv", std::string(*store_full_kv ? "is True" : "is False") +
+                                   " but k_cache has dtype " +
+                                   std::string(dtype_name(cache.dtype)) + layout);
+  }
+  if (store_full_fp8 && *store_full_fp8 != full_fp8) {
+    call.fail("store_full_fp8", std::string(*store_full_fp8 ? "is True" : "is False") +
+                                    " but k_cache has dtype " +
+                                    std::string(dtype_name(cache.dtype)) + layout);
+  }
+  return full;
+}
+
+// vLLM's compressor passes ones(1) when a float8 cache has no per-tensor scale: one such
+// tensor per device, made once by the Python side (zerojit.dsv4._unit_scale) and kept.
+std::optional<TensorRef> fp8_scale_or_unit(FastCall& call, PyObject* fp8_scale, PyObject* k_cache,
+                                           const TensorDesc& cache) {
+  if (fp8_scale != Py_None || cache.dtype != DType::e4m3) {
+    return call.optional_tensor(fp8_scale, "fp8_scale");
+  }
+  PyObject* module = PyImport_ImportModule("zerojit.dsv4");
+  if (module == nullptr) throw pybind11::error_already_set();
+  PyObject* unit = PyObject_CallMethod(module, "_unit_scale", "O", k_cache);
+  Py_DECREF(module);
+  if (unit == nullptr) throw pybind11::error_already_set();
+  // Kept alive by zerojit.dsv4's per-device cache.
+  Py_DECREF(unit);
+  return call.tensor(unit, "fp8_scale");
+}
+
+template <class Body>
+PyObject* guarded(Body&& body) {
+  try {
+    return body();
+  } catch (...) {
+    set_python_error_from_current_exception();
+    return nullptr;
+  }
+}
+
+// A tuple holding the objects' references (stolen, not added).
+PyObject* tuple_of(std::initializer_list<PyObject*> items) {
+  PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(items.size()));
+  if (tuple == nullptr) throw pybind11::error_already_set();
+  Py_ssize_t index = 0;
+  for (PyObject* item : items) PyTuple_SET_ITEM(tuple, index++, item);
+  return tuple;
+}
+
+// --- Indexer-Q ---------------------------------------------------------------------------------
+
+// The query first: its shape sizes the outputs, so a query of the wrong rank is named before
+// anything else.
+void read_indexer_inputs(FastCall& call, PyObject* const* args, dsv4::IndexerQInputs& in) {
+  in.q = call.tensor(args[1], "q");
+  extent(call, in.q, "q", 3, 0);
+  in.positions = call.tensor(args[0], "positions");
+  in.cos_sin_cache = call.tensor(args[2], "cos_sin_cache");
+  in.weights = call.tensor(args[3], "weights");
+  in.scale = static_cast<float>(call.number(args[4], "scale"));
+}
+
+// (positions, q, cos_sin_cache, weights, scale, q_fp8|None, weights_out|None, stream)
+//   -> (q_fp8, weights_out)
+PyObject* indexer_q_fp8(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (!has_arguments("indexer_q_fp8", nargs, 8)) return nullptr;
+  return guarded([&]() -> PyObject* {
+    auto& kernel = dsv4::IndexerQFp8Kernel::instance();
+    FastCall call(kernel.name(), args[7]);
+    dsv4::IndexerQFp8Args a;
+    read_indexer_inputs(call, args, a.inputs);
+    const std::int64_t tokens = extent(call, a.inputs.q, "q", 3, 0);
+    const std::int64_t heads = a.inputs.q.desc.size(1), dim = a.inputs.q.desc.size(2);
+    PyObject* q_fp8 = args[5];
+    PyObject* weights_out = args[6];
+    OwnedObjects owned{&q_fp8, &weights_out};
+    a.outputs.q_fp8 = call.output(q_fp8, "q_fp8", DType::e4m3, {tokens, heads, dim});
+    a.outputs.weights_out = call.output(weights_out, "weights_out", DType::f32, {tokens, heads});
+    launch_from_python(kernel, a, call);
+    owned.release();
+    return tuple_of({q_fp8, weights_out});
+  });
+}
+
+// (positions, q, cos_sin_cache, weights, scale, q_packed|None, q_scale|None, weights_out|None,
+//  stream) -> (q_packed, q_scale, weights_out)
+PyObject* indexer_q_mxfp4(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (!has_arguments("indexer_q_mxfp4", nargs, 9)) return nullptr;
+  return guarded([&]() -> PyObject* {
+    auto& kernel = dsv4::IndexerQMxFp4Kernel::instance();
+    FastCall call(kernel.name(), args[8]);
+    dsv4::IndexerQMxFp4Args a;
+    read_indexer_inputs(call, args, a.inputs);
+    const std::int64_t tokens = extent(call, a.inputs.q, "q", 3, 0);
+    const std::int64_t heads = a.inputs.q.desc.size(1), dim = a.inputs.q.desc.size(2);
+    if (dim % 32 != 0) call.fail("q", "head_dim must be a multiple of the MXFP4 block (32)");
+    PyObject* q_packed = args[5];
+    PyObject* q_scale = args[6];
+    PyObject* weights_out = args[7];
+    OwnedObjects owned{&q_packed, &q_scale, &weights_out};
+    a.outputs.q_packed = call.output(q_packed, "q_packed", DType::u8, {tokens, heads, dim / 2});
+    a.outputs.q_scale = call.output(q_scale, "q_scale", DType::u8, {tokens, heads, dim / 32});
+    a.outputs.weights_out = call.output(weights_out, "weights_out", DType::f32, {tokens, heads});
+    launch_from_python(kernel, a, call);
+    owned.release();
+    return tuple_of({q_packed, q_scale, weights_out});
+  });
+}
+
+// --- Dequantize + gather -----------------------------------------------------------------------
+
+// (out, k_cache, seq_lens, gather_lens|None, block_table, block_size|None, offset, stream)
+PyObject* dequant_gather(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (!has_arguments("dequant_gather", nargs, 8)) return nullptr;
+  return guarded([&]() -> PyObject* {
+    auto& kernel = dsv4::DequantGatherKernel::instance();
+    FastCall call(kernel.name(), args[7]);
+    dsv4::DequantGatherArgs a;
+    PyObject* out = args[0];
+    a.out = call.tensor(out, "out");
+    a.k_cache = call.tensor(args[1], "k_cache");
+    a.seq_lens = call.tensor(args[2], "seq_lens");
+    a.gather_lens = call.optional_tensor(args[3], "gather_lens");
+    a.block_table = call.tensor(args[4], "block_table");
+    ArgumentChecks(call.kernel())
+        .matches_size(call.optional_integer(args[5], "block_size"), "block_size", a.k_cache.desc,
+                      "k_cache", 1);
+    a.offset = call.integer(args[6], "offset");
+    launch_from_python(kernel, a, call);
+    Py_RETURN_NONE;
+  });
+}
+
+// --- Compressors -------------------------------------------------------------------------------
+
+// Launches the C4 store of the cache's layout (ds_mla or full rows).
+template <class Args>
+void launch_store(FastCall& call, bool full_rows, const Args& args, auto& ds_mla, auto& full) {
+  if (full_rows) {
+    call.set_kernel(full.name());
+    launch_from_python(full, args, call);
+  } else {
+    launch_from_python(ds_mla, args, call);
+  }
+}
+
+// (state_cache, token_to_req, positions, slot_mapping, block_table, block_size|None,
+//  rms_norm_weight, eps, cos_sin_cache, k_cache, kv_slot_mapping, kv_cache_block_size|None,
+//  kv_block_stride|None, fp8_scale|None, store_full_kv|None, store_full_fp8|None, stream)
+PyObject* c4_store(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (!has_arguments("c4_store", nargs, 17)) return nullptr;
+  return guarded([&]() -> PyObject* {
+    auto& ds_mla = dsv4::C4StoreKernel::instance();
+    auto& full = dsv4::C4StoreFullKernel::instance();
+    FastCall call(ds_mla.name(), args[16]);
+    dsv4::C4StoreArgs a;
+    a.k_cache = call.tensor(args[9], "k_cache");
+    const bool full_rows =
+        stores_full_rows(call, a.k_cache.desc, call.optional_flag(args[14], "store_full_kv"),
+                         call.optional_flag(args[15], "store_full_fp8"));
+    if (full_rows) call.set_kernel(full.name());
+    a.compress_ratio = dsv4::kCsaCompressRatio;
+    a.state_cache = call.tensor(args[0], "state_cache");
+    a.token_to_req = call.tensor(args[1], "token_to_req_indices");
+    a.positions = call.tensor(args[2], "positions");
+    a.slot_mapping = call.tensor(args[3], "slot_mapping");
+    a.block_table = call.tensor(args[4], "block_table");
+    a.rms_norm_weight = call.tensor(args[6], "rms_norm_weight");
+    a.eps = static_cast<float>(call.number(args[7], "rms_norm_eps"));
+    a.cos_sin_cache = call.tensor(args[8], "cos_sin_cache");
+    a.kv_slot_mapping = call.tensor(args[10], "kv_slot_mapping");
+    a.fp8_scale = fp8_scale_or_unit(call, args[13], args[9], a.k_cache.desc);
+    const ArgumentChecks checks(call.kernel());
+    checks.matches_size(call.optional_integer(args[5], "block_size"), "block_size",
+                        a.state_cache.desc, "state_cache", 1);
+    checks.matches_size(call.optional_integer(args[11], "kv_cache_block_size"),
+                        "kv_cache_block_size", a.k_cache.desc, "k_cache", 1);
+    checks.matches_stride(call.optional_integer(args[12], "kv_block_stride"), "kv_block_stride",
+                          a.k_cache.desc, "k_cache");
+    launch_store(call, full_rows, a, ds_mla, full);
+    Py_RETURN_NONE;
+  });
+}
+
+void read_c128_compress(FastCall& call, PyObject* const* args, dsv4::C128CompressArgs& a) {
+  a.state_cache = call.tensor(args[0], "state_cache");
+  a.token_to_req = call.tensor(args[1], "token_to_req_indices");
+  a.positions = call.tensor(args[2], "positions");
+  a.slot_mapping = call.tensor(args[3], "slot_mapping");
+  a.block_table = call.tensor(args[4], "block_table");
+  ArgumentChecks(call.kernel())
+      .matches_size(call.optional_integer(args[5], "block_size"), "block_size", a.state_cache.desc,
+                    "state_cache", 1);
+}
+
+// The C128 store's arguments from args[first...]: (rms_norm_weight, eps, cos_sin_cache,
+// k_cache, kv_slot_mapping, kv_cache_block_size|None, kv_block_stride|None, fp8_scale|None,
+// store_full_kv|None, store_full_fp8|None). Returns whether the cache takes full rows.
+bool read_c128_store(FastCall& call, PyObject* const* args, dsv4::C128StoreArgs& a) {
+  a.k_cache = call.tensor(args[3], "k_cache");
+  const bool full_rows =
+      stores_full_rows(call, a.k_cache.desc, call.optional_flag(args[8], "store_full_kv"),
+                       call.optional_flag(args[9], "store_full_fp8"));
+  if (full_rows) call.set_kernel(dsv4::C128StoreFullKernel::instance().name());
+  a.rms_norm_weight = call.tensor(args[0], "rms_norm_weight");
+  a.eps = static_cast<float>(call.number(args[1], "rms_norm_eps"));
+  a.cos_sin_cache = call.tensor(args[2], "cos_sin_cache");
+  a.kv_slot_mapping = call.tensor(args[4], "kv_slot_mapping");
+  a.fp8_scale = fp8_scale_or_unit(call, args[7], args[3], a.k_cache.desc);
+  const ArgumentChecks checks(call.kernel());
+  checks.matches_size(call.optional_integer(args[5], "kv_cache_block_size"), "kv_cache_block_size",
+                      a.k_cache.desc, "k_cache", 1);
+  checks.matches_stride(call.optional_integer(args[6], "kv_block_stride"), "kv_block_stride",
+                        a.k_cache.desc, "k_cache");
+  return full_rows;
+}
+
+// (state_cache, token_to_req, positions, slot_mapping, block_table, block_size|None,
+//  compressed_kv|None, stream) -> compressed_kv
+PyObject* c128_compress(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (!has_arguments("c128_compress", nargs, 8)) return nullptr;
+  return guarded([&]() -> PyObject* {
+    auto& kernel = dsv4::C128CompressKernel::instance();
+    FastCall call(kernel.name(), args[7]);
+    dsv4::C128CompressArgs a;
+    read_c128_compress(call, args, a);
+    PyObject* compressed_kv = args[6];
+    OwnedObjects owned{&compressed_kv};
+    a.compressed_kv =
+        call.output(compressed_kv, "compressed_kv", DType::f32,
+                    {extent(call, a.slot_mapping, "slot_mapping", 1, 0), dsv4::kCompressorHeadDim});
+    launch_from_python(kernel, a, call);
+    owned.release();
+    return compressed_kv;
+  });
+}
+
+// (compressed_kv, positions, slot_mapping, rms_norm_weight, eps, cos_sin_cache, k_cache,
+//  kv_slot_mapping, kv_cache_block_size|None, kv_block_stride|None, fp8_scale|None,
+//  store_full_kv|None, store_full_fp8|None, stream)
+PyObject* c128_store(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (!has_arguments("c128_store", nargs, 14)) return nullptr;
+  return guarded([&]() -> PyObject* {
+    FastCall call(dsv4::C128StoreKernel::instance().name(), args[13]);
+    dsv4::C128StoreArgs a;
+    const bool full_rows = read_c128_store(call, args + 3, a);
+    a.compressed_kv = call.tensor(args[0], "compressed_kv");
+    a.positions = call.tensor(args[1], "positions");
+    a.slot_mapping = call.tensor(args[2], "slot_mapping");
+    launch_store(call, full_rows, a, dsv4::C128StoreKernel::instance(),
+                 dsv4::C128StoreFullKernel::instance());
+    Py_RETURN_NONE;
+  });
+}
+
+// C128 compress then store in one call (two launches):
+// (state_cache, token_to_req, positions, slot_mapping, block_table, block_size|None,
+//  compressed_kv|None, rms_norm_weight, eps, cos_sin_cache, k_cache, kv_slot_mapping,
+//  kv_cache_block_size|None, kv_block_stride|None, fp8_scale|None, store_full_kv|None,
+//  store_full_fp8|None, stream)
+PyObject* c128_split(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (!has_arguments("c128_split", nargs, 18)) return nullptr;
+  return guarded([&]() -> PyObject* {
+    auto& compress = dsv4::C128CompressKernel::instance();
+    FastCall call(compress.name(), args[17]);
+    dsv4::C128CompressArgs stage1;
+    read_c128_compress(call, args, stage1);
+    PyObject* compressed_kv = args[6];
+    OwnedObjects owned{&compressed_kv};
+    stage1.compressed_kv = call.output(
+        compressed_kv, "compressed_kv", DType::f32,
+        {extent(call, stage1.slot_mapping, "slot_mapping", 1, 0), dsv4::kCompressorHeadDim});
+    call.set_kernel(dsv4::C128StoreKernel::instance().name());
+    dsv4::C128StoreArgs stage2;
+    const bool full_rows = read_c128_store(call, args + 7, stage2);
+    stage2.compressed_kv = stage1.compressed_kv;
+    stage2.positions = stage1.positions;
+    stage2.slot_mapping = stage1.slot_mapping;
+    call.set_kernel(compress.name());
+    launch_from_python(compress, stage1, call);
+    call.set_kernel(dsv4::C128StoreKernel::instance().name());
+    launch_store(call, full_rows, stage2, dsv4::C128StoreKernel::instance(),
+                 dsv4::C128StoreFullKernel::instance());
+    Py_RETURN_NONE;
+  });
+}
+
+// --- DCP pack ----------------------------------------------------------------------------------
+
+// (logits, topk_indices, packed|None, dcp_rank, dcp_world_size, cp_interleave,
+//  row_starts|None, stream) -> packed
+PyObject* dcp_pack(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (!has_arguments("dcp_pack", nargs, 8)) return nullptr;
+  return guarded([&]() -> PyObject* {
+    auto& kernel = dsv4::DcpPackKernel::instance();
+    FastCall call(kernel.name(), args[7]);
+    dsv4::DcpPackArgs a;
+    a.logits = call.tensor(args[0], "logits");
+    a.topk_indices = call.tensor(args[1], "topk_indices");
+    a.row_starts = call.optional_tensor(args[6], "row_starts");
+    a.dcp_rank = static_cast<int>(call.integer(args[3], "dcp_rank"));
+    a.dcp_world_size = static_cast<int>(call.integer(args[4], "dcp_world_size"));
+    a.cp_interleave = static_cast<int>(call.integer(args[5], "cp_interleave"));
+    PyObject* packed = args[2];
+    OwnedObjects owned{&packed};
+    a.packed = call.output(
+        packed, "packed", DType::f32,
+        {extent(call, a.topk_indices, "topk_indices", 2, 0), a.topk_indices.desc.size(1), 2});
+    launch_from_python(kernel, a, call);
+    owned.release();
+    return packed;
+  });
+}
+
+PyMethodDef kFastOps[] = {
+    {"indexer_q_fp8", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(indexer_q_fp8)),
+     METH_FASTCALL, "FP8 indexer-Q RoPE + quant (fast path)"},
+    {"indexer_q_mxfp4",
+     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(indexer_q_mxfp4)), METH_FASTCALL,
+     "MXFP4 indexer-Q RoPE + quant (fast path)"},
+    {"dequant_gather", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(dequant_gather)),
+     METH_FASTCALL, "dequantize + gather of the paged K cache (fast path)"},
+    {"c4_store", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(c4_store)),
+     METH_FASTCALL, "C4 compress + norm + RoPE + store (fast path)"},
+    {"c128_compress", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(c128_compress)),
+     METH_FASTCALL, "C128 compress (fast path)"},
+    {"c128_store", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(c128_store)),
+     METH_FASTCALL, "C128 norm + RoPE + store (fast path)"},
+    {"c128_split", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(c128_split)),
+     METH_FASTCALL, "C128 compress then store, one call (fast path)"},
+    {"dcp_pack", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(dcp_pack)),
+     METH_FASTCALL, "DCP top-k candidate pack (fast path)"},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+}  // namespace
+
+void bind_fast_ops(pybind11::module_& module) {
+  pybind11::module_ fast = module.def_submodule(
+      "fast", "the DSv4 ops' launch path: positional arguments, the stream last");
+  if (PyModule_AddFunctions(fast.ptr(), kFastOps) != 0) throw pybind11::error_already_set();
+}
+
+}  // namespace zerojit::python

@@ -1,0 +1,438 @@
+// The DSv4 kernels' CPU references, callable from Python with host DLPack tensors
+// (zerojit._core.reference, behind zerojit.reference).
+//
+// The kernel owner validates and plans the call exactly as for a launch (the host tensors are
+// relabelled cuda:0 for validation), and the CPU reference runs on the very argument block the
+// kernel would have received. Validation, dispatch and parameter packing are therefore shared
+// with the launch path (fast_ops.cpp), and a GPU test can compare the two bit for bit.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include "bindings.hpp"
+#include "dlpack.hpp"
+#include "dsv4/compressor/reference.hpp"
+#include "dsv4/dcp_pack/reference.hpp"
+#include "dsv4/dequant_gather/reference.hpp"
+#include "dsv4/family.hpp"
+#include "dsv4/indexer_q/reference.hpp"
+#include "zerojit/zerojit.hpp"
+
+namespace py = pybind11;
+
+namespace zerojit::python {
+namespace {
+
+namespace reference = dsv4::reference;
+
+// Imports the host tensors of one reference call and keeps them alive until it returns.
+class CallArguments {
+ public:
+  explicit CallArguments(std::string_view kernel) : kernel_(kernel) { imported_.reserve(16); }
+
+  std::string_view kernel() const { return kernel_; }
+  // Names another kernel in later errors (the compressor stores pick theirs from k_cache).
+  void set_kernel(std::string_view kernel) { kernel_ = kernel; }
+
+  [[noreturn]] void fail(std::string_view argument, const std::string& problem) const {
+    throw InvalidArgument(std::string(kernel_), std::string(argument), problem);
+  }
+
+  TensorRef input(py::handle object, std::string_view argument) {
+    if (object.is_none()) fail(argument, "is required, got None");
+    ImportedTensor imported = import_tensor(object, kernel_, argument, ProducerStream{py::none()});
+    if (imported.ref().desc.device.kind != DeviceKind::cpu) {
+      fail(argument,
+           "the CPU reference reads host memory: pass CPU tensors (e.g. tensor.cpu()), got " +
+               to_string(imported.ref().desc.device));
+    }
+    // The owners' validation expects a CUDA tensor; the reference reads the same layout from
+    // host memory.
+    imported.set_device(Device::cuda(0));
+    const TensorRef ref = imported.ref();
+    imported_.push_back(std::move(imported));
+    return ref;
+  }
+
+  TensorRef output(py::handle object, std::string_view argument) {
+    const TensorRef ref = input(object, argument);
+    if (imported_.back().read_only()) fail(argument, "is read-only, but the kernel writes it");
+    return ref;
+  }
+
+  std::optional<TensorRef> optional_input(py::handle object, std::string_view argument) {
+    if (object.is_none()) return std::nullopt;
+    return input(object, argument);
+  }
+
+  ArgumentChecks checks() const { return ArgumentChecks(kernel_); }
+
+ private:
+  std::string_view kernel_;
+  std::vector<ImportedTensor> imported_;
+};
+
+template <class Function>
+auto run_reference(Function&& function) {
+  py::gil_scoped_release release;
+  return function();
+}
+
+// The argument block a plan packed: every DSv4 kernel takes exactly one.
+template <class Params>
+Params unpack_params(const KernelArgs& args, std::string_view kernel) {
+  if (args.count() != 1 || args.size(0) != sizeof(Params)) {
+    throw Error(std::string(kernel) +
+                ": the plan packed an argument list the CPU reference cannot read");
+  }
+  Params params{};
+  std::memcpy(&params, args.data(0), sizeof(Params));
+  return params;
+}
+
+reference::NormWeightType norm_weight_type(DType dtype) {
+  return dtype == DType::bf16 ? reference::NormWeightType::kBFloat16
+                              : reference::NormWeightType::kFloat32;
+}
+
+// Which compressor store a cache takes, decided by its dtype as vLLM's compressor does:
+// uint8 = fp8_ds_mla pages, bf16 or float8_e4m3fn = full rows. The optional flags of vLLM's
+// signature must agree with it.
+bool stores_full_rows(const CallArguments& call, const TensorDesc& cache,
+                      std::optional<bool> store_full_kv, std::optional<bool> store_full_fp8) {
+  const bool full = cache.dtype != DType::u8;
+  const bool full_fp8 = cache.dtype == DType::e4m3;
+  const std::string layout = " (uint8 holds fp8_ds_mla pages; bf16 or float8_e4m3fn full rows)";
+  if (store_full_kv && *store_full_kv != full) {
+    call.fail("store_full_kv", std::string(*store_full_kv ? "is True" : "is False") +
+                                   " but k_cache has dtype " +
+                                   std::string(dtype_name(cache.dtype)) + layout);
+  }
+  if (store_full_fp8 && *store_full_fp8 != full_fp8) {
+    call.fail("store_full_fp8", std::string(*store_full_fp8 ? "is True" : "is False") +
+                                    " but k_cache has dtype " +
+                                    std::string(dtype_name(cache.dtype)) + layout);
+  }
+  return full;
+}
+
+py::object rows_to_list(const std::vector<long long>& rows) { return py::cast(rows); }
+
+// --- Indexer-Q (spec section 1) ------------------------------------------------------------
+
+py::object indexer_q(bool mxfp4, py::handle positions, py::handle q, py::handle cos_sin_cache,
+                     py::handle weights, double scale, py::handle q_values, py::handle q_scale,
+                     py::handle weights_out) {
+  dsv4::IndexerQFp8Kernel& fp8 = dsv4::IndexerQFp8Kernel::instance();
+  dsv4::IndexerQMxFp4Kernel& fp4 = dsv4::IndexerQMxFp4Kernel::instance();
+  CallArguments call(mxfp4 ? fp4.name() : fp8.name());
+  dsv4::IndexerQInputs inputs;
+  inputs.positions = call.input(positions, "positions");
+  inputs.q = call.input(q, "q");
+  inputs.cos_sin_cache = call.input(cos_sin_cache, "cos_sin_cache");
+  inputs.weights = call.input(weights, "weights");
+  // softmax_scale * head_scale was formed in double by the caller; one rounding to f32 here.
+  inputs.scale = static_cast<float>(scale);
+  if (!mxfp4) {
+    const dsv4::IndexerQFp8Outputs outputs{call.output(q_values, "q_fp8"),
+                                           call.output(weights_out, "weights_out")};
+    run_reference([&] {
+      const auto spec = fp8.plan(dsv4::IndexerQFp8Args{inputs, outputs});
+      const auto params = unpack_params<zj::dsv4::IndexerQParams>(spec.args, call.kernel());
+      reference::indexer_q_fp8(params, {spec.key.head_dim, spec.key.rope_dim, spec.key.num_heads,
+                                        spec.key.cos_sin_dtype == DType::bf16});
+    });
+    return py::none();
+  }
+  const dsv4::IndexerQMxFp4Outputs outputs{call.output(q_values, "q_packed"),
+                                           call.output(q_scale, "q_scale"),
+                                           call.output(weights_out, "weights_out")};
+  run_reference([&] {
+    const auto spec = fp4.plan(dsv4::IndexerQMxFp4Args{inputs, outputs});
+    const auto params = unpack_params<zj::dsv4::IndexerQParams>(spec.args, call.kernel());
+    reference::indexer_q_mxfp4(params, {spec.key.head_dim, spec.key.rope_dim, spec.key.num_heads,
+                                        spec.key.cos_sin_dtype == DType::bf16});
+  });
+  return py::none();
+}
+
+// --- Dequantize + gather (spec section 2) --------------------------------------------------
+
+py::object dequant_gather(py::handle out, py::handle k_cache, py::handle seq_lens,
+                          py::handle gather_lens, py::handle block_table,
+                          std::optional<std::int64_t> block_size, std::int64_t offset) {
+  dsv4::DequantGatherKernel& kernel = dsv4::DequantGatherKernel::instance();
+  CallArguments call(kernel.name());
+  dsv4::DequantGatherArgs args;
+  args.out = call.output(out, "out");
+  args.k_cache = call.input(k_cache, "k_cache");
+  args.seq_lens = call.input(seq_lens, "seq_lens");
+  args.gather_lens = call.optional_input(gather_lens, "gather_lens");
+  args.block_table = call.input(block_table, "block_table");
+  args.offset = offset;
+  call.checks().matches_size(block_size, "block_size", args.k_cache.desc, "k_cache", 1);
+  run_reference([&] {
+    const auto spec = kernel.plan(args);
+    const auto params = unpack_params<zj::dsv4::DequantGatherParams>(spec.args, call.kernel());
+    reference::dequant_gather(params, spec.key.block_size, spec.key.has_gather_lens);
+  });
+  return py::none();
+}
+
+// --- C4 compress + norm + RoPE + store (spec sections 3, 4) --------------------------------
+
+py::object c4_store(py::handle state_cache, py::handle token_to_req_indices, py::handle positions,
+                    py::handle slot_mapping, py::handle block_table,
+                    std::optional<std::int64_t> block_size, py::handle rms_norm_weight,
+                    double rms_norm_eps, py::handle cos_sin_cache, py::handle k_cache,
+                    py::handle kv_slot_mapping, std::optional<std::int64_t> kv_cache_block_size,
+                    std::optional<std::int64_t> kv_block_stride, py::handle fp8_scale,
+                    std::optional<bool> store_full_kv, std::optional<bool> store_full_fp8) {
+  dsv4::C4StoreKernel& ds_mla = dsv4::C4StoreKernel::instance();
+  dsv4::C4StoreFullKernel& full = dsv4::C4StoreFullKernel::instance();
+  // The cache decides the kernel, so it is imported first.
+  CallArguments call(ds_mla.name());
+  dsv4::C4StoreArgs args;
+  args.k_cache = call.output(k_cache, "k_cache");
+  const bool full_rows = stores_full_rows(call, args.k_cache.desc, store_full_kv, store_full_fp8);
+  if (full_rows) call.set_kernel(full.name());
+  args.compress_ratio = dsv4::kCsaCompressRatio;
+  args.state_cache = call.input(state_cache, "state_cache");
+  args.token_to_req = call.input(token_to_req_indices, "token_to_req_indices");
+  args.positions = call.input(positions, "positions");
+  args.slot_mapping = call.input(slot_mapping, "slot_mapping");
+  args.block_table = call.input(block_table, "block_table");
+  args.rms_norm_weight = call.input(rms_norm_weight, "rms_norm_weight");
+  args.eps = static_cast<float>(rms_norm_eps);
+  args.cos_sin_cache = call.input(cos_sin_cache, "cos_sin_cache");
+  args.kv_slot_mapping = call.input(kv_slot_mapping, "kv_slot_mapping");
+  args.fp8_scale = call.optional_input(fp8_scale, "fp8_scale");
+  call.checks().matches_size(block_size, "block_size", args.state_cache.desc, "state_cache", 1);
+  call.checks().matches_size(kv_cache_block_size, "kv_cache_block_size", args.k_cache.desc,
+                             "k_cache", 1);
+  call.checks().matches_stride(kv_block_stride, "kv_block_stride", args.k_cache.desc, "k_cache");
+  return rows_to_list(run_reference([&] {
+    if (full_rows) {
+      const auto spec = full.plan(args);
+      const auto params = unpack_params<zj::dsv4::C4StoreFullParams>(spec.args, call.kernel());
+      return reference::c4_store_full(
+          params, {spec.key.store_full_fp8, norm_weight_type(spec.key.norm_weight_dtype)});
+    }
+    const auto spec = ds_mla.plan(args);
+    const auto params = unpack_params<zj::dsv4::C4StoreParams>(spec.args, call.kernel());
+    return reference::c4_store(params, {norm_weight_type(spec.key.norm_weight_dtype)});
+  }));
+}
+
+// --- C128 compress (spec section 5) ----------------------------------------------------------
+
+py::object c128_compress(py::handle state_cache, py::handle token_to_req_indices,
+                         py::handle positions, py::handle slot_mapping, py::handle block_table,
+                         std::optional<std::int64_t> block_size, py::handle compressed_kv) {
+  dsv4::C128CompressKernel& kernel = dsv4::C128CompressKernel::instance();
+  CallArguments call(kernel.name());
+  dsv4::C128CompressArgs args;
+  args.state_cache = call.input(state_cache, "state_cache");
+  args.token_to_req = call.input(token_to_req_indices, "token_to_req_indices");
+  args.positions = call.input(positions, "positions");
+  args.slot_mapping = call.input(slot_mapping, "slot_mapping");
+  args.block_table = call.input(block_table, "block_table");
+  args.compressed_kv = call.output(compressed_kv, "compressed_kv");
+  call.checks().matches_size(block_size, "block_size", args.state_cache.desc, "state_cache", 1);
+  return rows_to_list(run_reference([&] {
+    const auto spec = kernel.plan(args);
+    const auto params = unpack_params<zj::dsv4::C128CompressParams>(spec.args, call.kernel());
+    return reference::c128_compress(params, {spec.key.head_size});
+  }));
+}
+
+// --- C128 norm + RoPE + store (spec sections 6, 7) -----------------------------------------
+
+py::object c128_store(py::handle compressed_kv, py::handle positions, py::handle slot_mapping,
+                      py::handle rms_norm_weight, double rms_norm_eps, py::handle cos_sin_cache,
+                      py::handle k_cache, py::handle kv_slot_mapping,
+                      std::optional<std::int64_t> kv_cache_block_size,
+                      std::optional<std::int64_t> kv_block_stride, py::handle fp8_scale,
+                      std::optional<bool> store_full_kv, std::optional<bool> store_full_fp8) {
+  dsv4::C128StoreKernel& ds_mla = dsv4::C128StoreKernel::instance();
+  dsv4::C128StoreFullKernel& full = dsv4::C128StoreFullKernel::instance();
+  CallArguments call(ds_mla.name());
+  dsv4::C128StoreArgs args;
+  args.k_cache = call.output(k_cache, "k_cache");
+  const bool full_rows = stores_full_rows(call, args.k_cache.desc, store_full_kv, store_full_fp8);
+  if (full_rows) call.set_kernel(full.name());
+  args.compressed_kv = call.input(compressed_kv, "compressed_kv");
+  args.positions = call.input(positions, "positions");
+  args.slot_mapping = call.input(slot_mapping, "slot_mapping");
+  args.rms_norm_weight = call.input(rms_norm_weight, "rms_norm_weight");
+  args.eps = static_cast<float>(rms_norm_eps);
+  args.cos_sin_cache = call.input(cos_sin_cache, "cos_sin_cache");
+  args.kv_slot_mapping = call.input(kv_slot_mapping, "kv_slot_mapping");
+  args.fp8_scale = call.optional_input(fp8_scale, "fp8_scale");
+  call.checks().matches_size(kv_cache_block_size, "kv_cache_block_size", args.k_cache.desc,
+                             "k_cache", 1);
+  call.checks().matches_stride(kv_block_stride, "kv_block_stride", args.k_cache.desc, "k_cache");
+  return rows_to_list(run_reference([&] {
+    if (full_rows) {
+      const auto spec = full.plan(args);
+      const auto params = unpack_params<zj::dsv4::C128StoreFullParams>(spec.args, call.kernel());
+      return reference::c128_store_full(
+          params, {spec.key.store_full_fp8, norm_weight_type(spec.key.norm_weight_dtype)});
+    }
+    const auto spec = ds_mla.plan(args);
+    const auto params = unpack_params<zj::dsv4::C128StoreParams>(spec.args, call.kernel());
+    return reference::c128_store(params, {spec.key.kv_cache_block_size, spec.key.kv_block_stride,
+                                          norm_weight_type(spec.key.norm_weight_dtype)});
+  }));
+}
+
+// --- DCP top-k candidate packing (spec section 12) ------------------------------------------
+
+py::object dcp_pack(py::handle logits, py::handle topk_indices, py::handle packed, int dcp_rank,
+                    int dcp_world_size, int cp_interleave, py::handle row_starts) {
+  dsv4::DcpPackKernel& kernel = dsv4::DcpPackKernel::instance();
+  CallArguments call(kernel.name());
+  dsv4::DcpPackArgs args;
+  args.logits = call.input(logits, "logits");
+  args.topk_indices = call.input(topk_indices, "topk_indices");
+  args.row_starts = call.optional_input(row_starts, "row_starts");
+  args.packed = call.output(packed, "packed");
+  args.dcp_rank = dcp_rank;
+  args.dcp_world_size = dcp_world_size;
+  args.cp_interleave = cp_interleave;
+  run_reference([&] {
+    const auto spec = kernel.plan(args);
+    const auto params = unpack_params<zj::dsv4::DcpPackParams>(spec.args, call.kernel());
+    reference::dcp_pack(params, {spec.key.topk, spec.key.has_row_starts, spec.key.dcp_world_size,
+                                 spec.key.cp_interleave});
+  });
+  return py::none();
+}
+
+// --- Tolerance-aware comparisons of the compressor outputs (reference/compressor.hpp) --------
+
+// The bytes of a contiguous host tensor.
+std::span<const std::uint8_t> host_bytes(const TensorRef& tensor, std::string_view kernel,
+                                         std::string_view argument) {
+  if (tensor.desc.device.kind != DeviceKind::cpu || !tensor.desc.is_contiguous()) {
+    throw InvalidArgument(std::string(kernel), std::string(argument),
+                          "must be a contiguous CPU tensor, got " + to_string(tensor.desc));
+  }
+  const auto bytes = static_cast<std::size_t>(tensor.desc.numel()) *
+                     static_cast<std::size_t>(dtype_size_bytes(tensor.desc.dtype));
+  return {static_cast<const std::uint8_t*>(tensor.data), bytes};
+}
+
+struct HostPair {
+  ImportedTensor expected;
+  ImportedTensor actual;
+};
+
+HostPair import_pair(py::handle expected, py::handle actual, std::string_view name) {
+  const ProducerStream none{py::none()};
+  return {import_tensor(expected, name, "expected", none),
+          import_tensor(actual, name, "actual", none)};
+}
+
+std::string compare_ds_mla_rows(py::handle expected, py::handle actual, long long page_stride_bytes,
+                                long long kv_cache_block_size,
+                                const std::vector<long long>& kv_slots) {
+  constexpr std::string_view name = "reference.compare_ds_mla_rows";
+  const HostPair pair = import_pair(expected, actual, name);
+  return reference::compare_ds_mla_rows(host_bytes(pair.expected.ref(), name, "expected"),
+                                        host_bytes(pair.actual.ref(), name, "actual"),
+                                        page_stride_bytes, kv_cache_block_size, kv_slots);
+}
+
+std::string compare_full_rows(py::handle expected, py::handle actual, long long page_stride_bytes,
+                              long long row_stride_bytes, long long kv_cache_block_size,
+                              const std::vector<long long>& kv_slots, bool store_full_fp8) {
+  constexpr std::string_view name = "reference.compare_full_rows";
+  const HostPair pair = import_pair(expected, actual, name);
+  return reference::compare_full_rows(host_bytes(pair.expected.ref(), name, "expected"),
+                                      host_bytes(pair.actual.ref(), name, "actual"),
+                                      page_stride_bytes, row_stride_bytes, kv_cache_block_size,
+                                      kv_slots, store_full_fp8);
+}
+
+std::string compare_compressed_kv(py::handle expected, py::handle actual, long long row_length,
+                                  const std::vector<long long>& rows) {
+  constexpr std::string_view name = "reference.compare_compressed_kv";
+  const HostPair pair = import_pair(expected, actual, name);
+  for (const auto* tensor : {&pair.expected, &pair.actual}) {
+    if (tensor->ref().desc.dtype != DType::f32) {
+      throw InvalidArgument(std::string(name), tensor == &pair.expected ? "expected" : "actual",
+                            "must be f32, got " + to_string(tensor->ref().desc));
+    }
+  }
+  const auto floats = [&](const ImportedTensor& tensor, std::string_view argument) {
+    const auto bytes = host_bytes(tensor.ref(), name, argument);
+    return std::span<const float>(reinterpret_cast<const float*>(bytes.data()),
+                                  bytes.size() / sizeof(float));
+  };
+  return reference::compare_compressed_kv(floats(pair.expected, "expected"),
+                                          floats(pair.actual, "actual"), row_length, rows);
+}
+
+}  // namespace
+
+void bind_kernels(py::module_& module) {
+  py::module_ reference = module.def_submodule(
+      "reference", "the DSv4 kernels' CPU references on host tensors (zerojit.reference)");
+  reference.def(
+      "indexer_q_fp8",
+      [](py::handle positions, py::handle q, py::handle cos_sin_cache, py::handle weights,
+         double scale, py::handle q_fp8, py::handle weights_out) {
+        return indexer_q(false, positions, q, cos_sin_cache, weights, scale, q_fp8, py::none(),
+                         weights_out);
+      },
+      py::arg("positions"), py::arg("q"), py::arg("cos_sin_cache"), py::arg("weights"),
+      py::arg("scale"), py::arg("q_fp8"), py::arg("weights_out"));
+  reference.def(
+      "indexer_q_mxfp4",
+      [](py::handle positions, py::handle q, py::handle cos_sin_cache, py::handle weights,
+         double scale, py::handle q_packed, py::handle q_scale, py::handle weights_out) {
+        return indexer_q(true, positions, q, cos_sin_cache, weights, scale, q_packed, q_scale,
+                         weights_out);
+      },
+      py::arg("positions"), py::arg("q"), py::arg("cos_sin_cache"), py::arg("weights"),
+      py::arg("scale"), py::arg("q_packed"), py::arg("q_scale"), py::arg("weights_out"));
+  reference.def("dequant_gather", &dequant_gather, py::arg("out"), py::arg("k_cache"),
+                py::arg("seq_lens"), py::arg("gather_lens"), py::arg("block_table"),
+                py::arg("block_size"), py::arg("offset"));
+  reference.def("c4_store", &c4_store, py::arg("state_cache"), py::arg("token_to_req_indices"),
+                py::arg("positions"), py::arg("slot_mapping"), py::arg("block_table"),
+                py::arg("block_size"), py::arg("rms_norm_weight"), py::arg("rms_norm_eps"),
+                py::arg("cos_sin_cache"), py::arg("k_cache"), py::arg("kv_slot_mapping"),
+                py::arg("kv_cache_block_size"), py::arg("kv_block_stride"), py::arg("fp8_scale"),
+                py::arg("store_full_kv"), py::arg("store_full_fp8"));
+  reference.def("c128_compress", &c128_compress, py::arg("state_cache"),
+                py::arg("token_to_req_indices"), py::arg("positions"), py::arg("slot_mapping"),
+                py::arg("block_table"), py::arg("block_size"), py::arg("compressed_kv"));
+  reference.def("c128_store", &c128_store, py::arg("compressed_kv"), py::arg("positions"),
+                py::arg("slot_mapping"), py::arg("rms_norm_weight"), py::arg("rms_norm_eps"),
+                py::arg("cos_sin_cache"), py::arg("k_cache"), py::arg("kv_slot_mapping"),
+                py::arg("kv_cache_block_size"), py::arg("kv_block_stride"), py::arg("fp8_scale"),
+                py::arg("store_full_kv"), py::arg("store_full_fp8"));
+  reference.def("dcp_pack", &dcp_pack, py::arg("logits"), py::arg("topk_indices"),
+                py::arg("packed"), py::arg("dcp_rank"), py::arg("dcp_world_size"),
+                py::arg("cp_interleave"), py::arg("row_starts"));
+
+  reference.def("compare_ds_mla_rows", &compare_ds_mla_rows, py::arg("expected"), py::arg("actual"),
+                py::arg("page_stride_bytes"), py::arg("kv_cache_block_size"), py::arg("kv_slots"));
+  reference.def("compare_full_rows", &compare_full_rows, py::arg("expected"), py::arg("actual"),
+                py::arg("page_stride_bytes"), py::arg("row_stride_bytes"),
+                py::arg("kv_cache_block_size"), py::arg("kv_slots"), py::arg("store_full_fp8"));
+  reference.def("compare_compressed_kv", &compare_compressed_kv, py::arg("expected"),
+                py::arg("actual"), py::arg("row_length"), py::arg("rows"));
+}
+
+}  // namespace zerojit::python
