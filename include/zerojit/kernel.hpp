@@ -205,8 +205,10 @@ class JitKernel : public KernelBase {
   // --- What the base provides ---------------------------------------------------------------
   // Plans the call and launches it on the plan's device and `stream`; returns what the plan's
   // shape returns (nothing, the outputs, or the finalizer's result).
-  template <class Args>
-  requires requires(const Owner& owner, const Args& args) { owner.plan(args); }
+  // (Self defers the check to the call: clang checks a CRTP constraint that names Owner
+  // itself while Owner is still incomplete, and remembers the failure.)
+  template <class Args, class Self = Owner>
+  requires requires(const Self& owner, const Args& args) { owner.plan(args); }
   auto operator()(const Args& args, cuda::Stream stream = nullptr) {
     auto spec = owner().plan(args);
     const LaunchTarget target{spec.device, stream};

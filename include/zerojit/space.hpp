@@ -26,7 +26,8 @@
 
 namespace zerojit {
 
-// Smallest power of two strictly greater than `value` (1 for value < 1).
+// Smallest power of two strictly greater than `value` (1 for value < 1). From 2^62 on no such
+// power fits in an int64: the result saturates at INT64_MAX, so an advance by it still stops.
 std::int64_t next_power_of_two(std::int64_t value);
 
 inline constexpr std::size_t kDefaultMaxSpacePoints = std::size_t{1} << 20;
@@ -60,25 +61,42 @@ class WarmupSpace {
     return *this;
   }
 
-  // Integers first, first + step, ... up to and including last.
+  // Integers first, first + step, ... up to and including last. An axis of more values than
+  // the space's bound (max_points when the axis is added) is refused before any is listed.
   template <class Setter>
   WarmupSpace& range(std::string name, std::int64_t first, std::int64_t last, std::int64_t step,
                      Setter set) {
     if (step <= 0) throw Error("warmup axis '" + name + "': the step must be positive");
     std::vector<std::int64_t> values;
-    for (std::int64_t v = first; v <= last; v += step) values.push_back(v);
+    if (first <= last) {
+      // Counted in unsigned arithmetic: last - first overflows an int64 for a wide range.
+      const std::uint64_t span =
+          static_cast<std::uint64_t>(last) - static_cast<std::uint64_t>(first);
+      const std::uint64_t steps = span / static_cast<std::uint64_t>(step);
+      if (steps >= max_points_) refuse_axis(name, first, last);  // steps + 1 values
+      const std::uint64_t count = steps + 1;
+      values.reserve(static_cast<std::size_t>(count));
+      for (std::uint64_t i = 0; i < count; ++i) {
+        values.push_back(static_cast<std::int64_t>(static_cast<std::uint64_t>(first) +
+                                                   i * static_cast<std::uint64_t>(step)));
+      }
+    }
     return choices(std::move(name), std::move(values), set);
   }
 
   // Integers first, next(first), next(next(first)), ... while <= last; `last` itself is always
   // a point too, so the largest runtime value is covered even when the advance skips it. The
-  // advance must be strictly increasing (e.g. next_power_of_two).
+  // advance must be strictly increasing (e.g. next_power_of_two). `next` is never called at or
+  // past `last`, so an advance that would overflow there is not reached; an axis of more
+  // values than the space's bound (max_points when the axis is added) is refused.
   template <class Setter>
   WarmupSpace& advance(std::string name, std::int64_t first, std::int64_t last,
                        const std::function<std::int64_t(std::int64_t)>& next, Setter set) {
     std::vector<std::int64_t> values;
-    for (std::int64_t v = first; v <= last;) {
+    for (std::int64_t v = first; v < last;) {
       values.push_back(v);
+      // `last` still follows.
+      if (values.size() >= max_points_) refuse_axis(name, first, last);
       const std::int64_t following = next(v);
       if (following <= v) {
         throw Error("warmup axis '" + name + "': the advance from " + std::to_string(v) + " gave " +
@@ -86,7 +104,7 @@ class WarmupSpace {
       }
       v = following;
     }
-    if (values.empty() || values.back() != last) values.push_back(last);
+    values.push_back(last);
     return choices(std::move(name), std::move(values), set);
   }
 
@@ -180,6 +198,13 @@ class WarmupSpace {
     std::string name;
     std::function<bool(const Desc&)> keep;
   };
+
+  [[noreturn]] void refuse_axis(const std::string& name, std::int64_t first,
+                                std::int64_t last) const {
+    throw Error("warmup axis '" + name + "' from " + std::to_string(first) + " to " +
+                std::to_string(last) + " has more than " + std::to_string(max_points_) +
+                " values, the space's bound; narrow the axis or raise max_points before adding it");
+  }
 
   std::size_t checked_product() const {
     std::size_t total = 1;

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <limits>
 #include <tuple>
 
 #include "zerojit/space.hpp"
@@ -61,6 +63,68 @@ TEST(WarmupSpace, MonotonicAdvanceAlwaysEndsAtTheBound) {
   EXPECT_THROW(stuck.advance(
                    "tokens", 1, 8, [](std::int64_t v) { return v; }, set_tokens),
                Error);
+}
+
+TEST(WarmupSpace, NextPowerOfTwoSaturatesInsteadOfOverflowing) {
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  EXPECT_EQ(next_power_of_two(-5), 1);
+  EXPECT_EQ(next_power_of_two(0), 1);
+  EXPECT_EQ(next_power_of_two(1), 2);
+  EXPECT_EQ(next_power_of_two(600), 1024);
+  EXPECT_EQ(next_power_of_two((std::int64_t{1} << 62) - 1), std::int64_t{1} << 62);
+  // 2^63 does not fit: the largest value stands in for it.
+  EXPECT_EQ(next_power_of_two(std::int64_t{1} << 62), kMax);
+  EXPECT_EQ(next_power_of_two(kMax), kMax);
+}
+
+// Each of these once overflowed a signed int64 and looped (zerojit keys
+// --max-num-batched-tokens 4611686018427387904 never returned); a hang fails the test by
+// timing out, so the calls are also timed here.
+TEST(WarmupSpace, AdvanceUpToTheLargestBoundsTerminates) {
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  const auto start = std::chrono::steady_clock::now();
+  for (const std::int64_t last : {std::int64_t{1} << 62, (std::int64_t{1} << 62) + 1, kMax}) {
+    SCOPED_TRACE(last);
+    WarmupSpace<Desc> space;
+    space.advance("tokens", 1, last, next_power_of_two, set_tokens);
+    const std::vector<std::int64_t> tokens = tokens_of(space);
+    ASSERT_EQ(tokens.size(), last == std::int64_t{1} << 62 ? 63u : 64u);
+    for (std::size_t i = 0; i < 63; ++i) EXPECT_EQ(tokens[i], std::int64_t{1} << i);
+    EXPECT_EQ(tokens.back(), last);
+  }
+  // An advance that would overflow just past the end is never asked for that step.
+  WarmupSpace<Desc> near_end;
+  near_end.advance(
+      "tokens", kMax - 2, kMax, [](std::int64_t v) { return v + 1; }, set_tokens);
+  EXPECT_EQ(tokens_of(near_end), (std::vector<std::int64_t>{kMax - 2, kMax - 1, kMax}));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+}
+
+TEST(WarmupSpace, AxesLongerThanTheBoundAreRefusedAtOnce) {
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
+  const auto start = std::chrono::steady_clock::now();
+  // 2^64 values: once a loop that never ended (v += step overflowed), now refused by count.
+  try {
+    WarmupSpace<Desc>().range("tokens", kMin, kMax, 1, set_tokens);
+    FAIL() << "expected the bound to refuse the axis";
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("'tokens'"), std::string::npos) << message;
+    EXPECT_NE(message.find(std::to_string(kDefaultMaxSpacePoints)), std::string::npos) << message;
+    EXPECT_NE(message.find("narrow the axis"), std::string::npos) << message;
+  }
+  EXPECT_THROW(WarmupSpace<Desc>().max_points(100).range("tokens", 1, 101, 1, set_tokens), Error);
+  EXPECT_NO_THROW(WarmupSpace<Desc>().max_points(101).range("tokens", 1, 101, 1, set_tokens));
+  EXPECT_THROW(WarmupSpace<Desc>().advance(
+                   "tokens", 0, kMax, [](std::int64_t v) { return v + 1; }, set_tokens),
+               Error);
+  // A range ending at the largest value lists it without stepping past it.
+  WarmupSpace<Desc> top;
+  top.range("tokens", kMax - 4, kMax, 2, set_tokens);
+  EXPECT_EQ(tokens_of(top), (std::vector<std::int64_t>{kMax - 4, kMax - 2, kMax}));
+  EXPECT_TRUE(tokens_of(WarmupSpace<Desc>().range("tokens", 5, 4, 1, set_tokens)).empty());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
 }
 
 TEST(WarmupSpace, ZippedRowsVaryTogether) {
