@@ -62,8 +62,15 @@ Case c128_compress_case(const std::string& size, const Context& context) {
         a.compressed_kv = set.put(compressed, true);
         return a;
       },
-      [](const dsv4::C128CompressArgs& args, cuda::Stream stream) {
-        dsv4::C128CompressKernel::instance()(args, stream);
+      [grid_x = context.grid_x](const dsv4::C128CompressArgs& args, cuda::Stream stream) {
+        auto& kernel = dsv4::C128CompressKernel::instance();
+        if (grid_x <= 0) {
+          kernel(args, stream);
+          return;
+        }
+        auto spec = kernel.plan(args);
+        spec.geometry.grid.x = static_cast<std::uint32_t>(grid_x);
+        kernel.launch(spec, LaunchTarget{spec.device, stream});
       },
       [](const dsv4::C128CompressArgs& args, const Emulation& e) {
         auto& kernel = dsv4::C128CompressKernel::instance();

@@ -65,6 +65,9 @@ struct Context {
   // (argument validation) and CPU reference once instead of timed launches.
   bool dry_run = false;
   std::string compile_arch;  // dry run: compile each planned key for this arch (NVRTC)
+  // Tuning: launch with this grid.x instead of the plan's (0: the plan's), for the kernels
+  // that are correct at any grid and honour it (c128_compress).
+  std::int64_t grid_x = 0;
 };
 
 // One kernel's cases: its name (in --kernels and the records; "c4_store" is the family's kernel

@@ -14,6 +14,7 @@ namespace zerojit::bench {
 struct Selection {
   std::vector<KernelCases> kernels;
   std::vector<std::string> sizes;
+  std::int64_t grid_x = 0;  // Context::grid_x
 };
 
 // The case of `kernel` at `size`, or an empty Case (no kernel) for a size the kernel does not

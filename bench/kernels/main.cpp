@@ -225,6 +225,11 @@ int main(int argc, char** argv) {
   app.add_option("--compile-arch", compile_arch,
                  "dry run: also compile every planned key and the timing spin for this arch "
                  "with NVRTC (none: do not)");
+  std::int64_t grid_x = 0;
+  app.add_option("--grid-x", grid_x,
+                 "tuning: launch c128_compress with this grid.x instead of the plan's (any "
+                 "positive multiple of 8 is correct)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 30));
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -234,6 +239,7 @@ int main(int argc, char** argv) {
           std::find(kernel_names.begin(), kernel_names.end(), name) - kernel_names.begin())]);
     }
     selection.sizes = select(sizes, size_names, "size");
+    selection.grid_x = grid_x;
     if (dry) return dry_run(selection, compile_arch);
     if (cuda::device_count() == 0) {
       std::printf("zerojit_bench_kernels: no CUDA device (%s); nothing measured\n",

@@ -34,6 +34,7 @@ int run(const std::string& json_path, const Selection& selection, int repetition
   cuda::check(api.cuStreamCreate(&stream, cuda::kStreamNonBlocking), "cuStreamCreate");
   Context context;
   if (device.l2_cache_bytes > 0) context.l2_bytes = device.l2_cache_bytes;
+  context.grid_x = selection.grid_x;
   std::printf("device: %s (sm_%d%d, %d SMs, L2 %.0f MB, SM clock %.0f MHz), %d repetitions\n",
               device.name.c_str(), device.compute_major, device.compute_minor,
               device.multiprocessors, static_cast<double>(context.l2_bytes) / 1e6, clock_khz / 1e3,

@@ -50,11 +50,13 @@ const ProducerStream& FastCall::producer_stream() {
 
 TensorRef FastCall::import(PyObject* object, std::string_view argument, bool written) {
   if (object == Py_None) fail(argument, "is required, got None");
-  const dlpack::DLPackExchangeAPI* api = explicit_stream_ ? nullptr : exchange_api_of(object);
+  const dlpack::DLPackExchangeAPI* framework_api = exchange_api_of(object);
+  // With an explicit stream the capsule protocol orders the producer on it; the exchange API
+  // (which does not synchronize) still allocates the outputs the caller left to zerojit.
+  if (api_ == nullptr) api_ = framework_api;
   TensorRef ref;
-  if (api != nullptr) {
-    ref = exchange_tensor_ref(*api, object, kernel_, argument);
-    if (api_ == nullptr) api_ = api;
+  if (framework_api != nullptr && !explicit_stream_) {
+    ref = exchange_tensor_ref(*framework_api, object, kernel_, argument);
   } else {
     imported_.push_back(import_tensor(object, kernel_, argument, producer_stream()));
     if (written && imported_.back().read_only()) {

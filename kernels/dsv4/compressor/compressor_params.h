@@ -73,8 +73,8 @@ inline constexpr int kC128StoreMinBlocksPerSm = 4;
 // The kernels derive K from gridDim, so ANY positive grid is correct (one CTA per token is the
 // spec's geometry); the helpers below pick the grid. Small batches (decode) keep one token per
 // CTA: there, the serial processing of several active tokens in one CTA costs more latency
-// than the few inactive CTAs. Larger batches take K = num_tokens / 2048 up to 8 (C4) and
-// num_tokens / 256 up to 32 (C128 compress), which keeps about 2048 CTAs or more.
+// than the few inactive CTAs. Larger batches take K = num_tokens / 2048 up to 8 (C4), which keeps
+// about 2048 CTAs or more; C128 compress sizes its own (c128_compress_grid).
 //
 // The C128 stores chunk per warp instead (kC128StoreThreads / 32 chunks a CTA, one row per
 // warp, no barriers): K = num_tokens / 4096 tokens a warp, from 1 up to 32 (one examine round).
@@ -92,8 +92,15 @@ constexpr long long c4_store_grid(long long num_tokens) {
   const long long k = compressor_tokens_per_cta(num_tokens, 2048, 8);
   return (num_tokens + k - 1) / k;
 }
+// C128 compress takes K = num_tokens / 128 (up to 32, above 32768 tokens up to 64). The kernel
+// is register-bound at 3 CTAs an SM, so fewer, fuller chunks mean fewer waves; measured on the
+// H200 (CUDA-graph replay, cold L2; docs/BENCHMARKS.md section 7) against num_tokens / 256 up
+// to 32: 4096 tokens 10.5 -> 8.95 us, 131072 tokens 161.6 -> 157.9 us, 8192 and 16384 the
+// same K. Tried and dropped: K up to 128-512 with every thread examining a token (one
+// metadata latency a round instead of K / 32): 8.2 us at 4096 tokens, but 1-3 us slower at
+// decode and mid sizes, with the same grids.
 constexpr long long c128_compress_grid(long long num_tokens) {
-  const long long k = compressor_tokens_per_cta(num_tokens, 256, 32);
+  const long long k = compressor_tokens_per_cta(num_tokens, 128, num_tokens > 32768 ? 64 : 32);
   return (num_tokens + k - 1) / k * kC128CompressColumnTiles;
 }
 constexpr long long c128_store_grid(long long num_tokens) {
