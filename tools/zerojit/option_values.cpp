@@ -208,7 +208,9 @@ CLI::Option* add_arch_option(CLI::App& app, std::string_view command,
           "--arch",
           [&target, where](const std::string& arch) {
             refuse_option_as_value(where, "--arch", arch);
-            check_arch(where, "--arch", arch);
+            // Named as the configuration field it sets (a family's target_arch).
+            check_arch(where, "--arch", arch,
+                       "an architecture such as sm_90a for the configuration's target_arch");
             target = arch;
           },
           help)
