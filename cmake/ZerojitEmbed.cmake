@@ -5,10 +5,22 @@
 # Each file is stored under its path relative to ROOT, which is also the name an #include
 # directive uses. The generated translation unit defines
 #   const zerojit::EmbeddedFileSet& <namespace>::<function>();
-set(ZEROJIT_EMBED_SCRIPT ${CMAKE_CURRENT_LIST_DIR}/zerojit_embed_generate.cmake)
+#
+# The same file serves zerojit's own build, a project that includes zerojit with
+# add_subdirectory or FetchContent, and an installed package (zerojitConfig.cmake includes it
+# from beside itself): the generator script is found next to this file, and the library links
+# zerojit::embedded_interface, which every one of them defines.
+include_guard(GLOBAL)
 
 function(zerojit_embed target)
   cmake_parse_arguments(ARG "" "NAMESPACE;FUNCTION;ROOT" "FILES" ${ARGN})
+  foreach(required IN ITEMS NAMESPACE FUNCTION ROOT FILES)
+    if(NOT ARG_${required})
+      message(FATAL_ERROR "zerojit_embed(${target}): ${required} is required")
+    endif()
+  endforeach()
+  # Where this function was defined, not where it is called from.
+  set(script ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/zerojit_embed_generate.cmake)
   set(output ${CMAKE_CURRENT_BINARY_DIR}/${target}_embedded.cpp)
   set(relative_files "")
   foreach(file IN LISTS ARG_FILES)
@@ -19,10 +31,12 @@ function(zerojit_embed target)
   add_custom_command(
     OUTPUT ${output}
     COMMAND ${CMAKE_COMMAND} -DROOT=${ARG_ROOT} "-DFILES=${joined}" -DOUTPUT=${output}
-            -DNAMESPACE=${ARG_NAMESPACE} -DFUNCTION=${ARG_FUNCTION} -P ${ZEROJIT_EMBED_SCRIPT}
-    DEPENDS ${ARG_FILES} ${ZEROJIT_EMBED_SCRIPT}
+            -DNAMESPACE=${ARG_NAMESPACE} -DFUNCTION=${ARG_FUNCTION} -P ${script}
+    DEPENDS ${ARG_FILES} ${script}
     COMMENT "Embedding ${target} kernel sources"
     VERBATIM)
   add_library(${target} STATIC ${output})
-  target_link_libraries(${target} PUBLIC zerojit_embedded_interface)
+  # Position-independent like zerojit itself, so the library also goes into a shared object.
+  set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  target_link_libraries(${target} PUBLIC zerojit::embedded_interface)
 endfunction()

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "zerojit/log.hpp"
+
 namespace zerojit {
 namespace {
 
@@ -30,8 +32,9 @@ std::string clock_text(double seconds) {
   return buffer;
 }
 
-Progress::Progress(ProgressStyle style, std::size_t total)
-    : total_(total), start_(std::chrono::steady_clock::now()) {
+Progress::Progress(ProgressStyle style, std::size_t total,
+                   std::function<void(const WarmupProgress&)> callback)
+    : total_(total), start_(std::chrono::steady_clock::now()), callback_(std::move(callback)) {
   if (style == ProgressStyle::automatic) {
     style = isatty(STDERR_FILENO) ? ProgressStyle::bar : ProgressStyle::lines;
   }
@@ -56,15 +59,18 @@ void Progress::finished(const KeyReport& key) {
         last_error_ = error;
       }
     }
-    std::fprintf(stderr, "zerojit warmup [%zu/%zu] %-9s %6.3f s  %s [%s]%s%s\n", done_, total_,
-                 key.error.empty() ? std::string(to_string(key.origin)).c_str() : "FAILED",
-                 key.seconds, key.kernel.c_str(), key.key.c_str(), error.empty() ? "" : ": ",
-                 error.c_str());
+    char head[64];
+    std::snprintf(head, sizeof head, "[%zu/%zu] %-9s %6.3f s  ", done_, total_,
+                  key.error.empty() ? std::string(to_string(key.origin)).c_str() : "FAILED",
+                  key.seconds);
+    log_info("warmup",
+             head + key.kernel + " [" + key.key + "]" + (error.empty() ? "" : ": ") + error);
   } else if (style_ == ProgressStyle::bar) {
     draw_bar(key.kernel);
     if (done_ == total_) std::fprintf(stderr, "\r\033[K");
+    std::fflush(stderr);
   }
-  std::fflush(stderr);
+  if (callback_) callback_(WarmupProgress{done_, total_, &key});
 }
 
 // warmup [=========>          ] 3/8  1.4 keys/s  0:02 elapsed, about 0:04 left  dsv4.c4_store

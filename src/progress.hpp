@@ -1,10 +1,11 @@
-// Progress of a warmup on standard error (internal to src/registry.cpp): a redrawn bar on a
-// terminal (keys done, rate, elapsed time and an estimate of the time left), one line per key
-// otherwise (logs, CI).
+// Progress of a warmup (internal to src/registry.cpp): a redrawn bar on a terminal's standard
+// error (keys done, rate, elapsed time and an estimate of the time left), otherwise one line per
+// key through the log (log.hpp: component "warmup", level info); and the caller's callback.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <mutex>
 #include <string>
 
@@ -15,7 +16,8 @@ namespace zerojit {
 class Progress {
  public:
   // `automatic` draws the bar when standard error is a terminal, lines otherwise.
-  Progress(ProgressStyle style, std::size_t total);
+  Progress(ProgressStyle style, std::size_t total,
+           std::function<void(const WarmupProgress&)> callback = {});
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
 
@@ -32,6 +34,7 @@ class Progress {
   // The first line of the last failure printed, so that N keys failing for one reason (no
   // NVRTC, say) print it once and then only "the same error".
   std::string last_error_;
+  std::function<void(const WarmupProgress&)> callback_;
   std::mutex mutex_;
 };
 

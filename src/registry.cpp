@@ -155,7 +155,7 @@ WarmupReport run_warmup(const Manifest& manifest, const WarmupOptions& options) 
     pool.emplace(workers);  // forks at the first compile only
     installed.emplace(*pool);
   }
-  Progress progress(options.progress, jobs.size());
+  Progress progress(options.progress, jobs.size(), options.on_progress);
   parallel_for(jobs.size(), options.jobs, [&](std::size_t position) {
     const std::size_t i = order[position];
     const Job& job = jobs[i];

@@ -47,6 +47,14 @@ struct Manifest {
 
 enum class ProgressStyle { automatic, bar, lines, none };
 
+struct KeyReport;
+// One key of a warmup is done (compiled, found on disk or in memory, or failed).
+struct WarmupProgress {
+  std::size_t done = 0;            // keys done so far, this one included
+  std::size_t total = 0;           // keys of the warmup
+  const KeyReport* key = nullptr;  // the key just done; valid during the call only
+};
+
 struct WarmupOptions {
   // The arch to compile for when nothing is loaded (compile_only, or no GPU). With devices,
   // each device's own arch is used.
@@ -55,6 +63,10 @@ struct WarmupOptions {
   bool compile_only = false;                          // compile (and store), load nothing
   int jobs = 0;                                       // <= 0: one per core
   ProgressStyle progress = ProgressStyle::automatic;  // bar on a terminal, else lines
+  // Called after each key, for an engine that shows progress its own way (set progress to
+  // none then). Calls come from the compiling threads one at a time, in the order keys finish;
+  // the callback must not start another warmup.
+  std::function<void(const WarmupProgress&)> on_progress;
   bool arm_monitor = true;  // arm the monitor at the end (when its mode is not off)
   // Run the compiles in forked worker processes (compile_pool.hpp) when more than one job
   // compiles: NVRTC scales across processes, not across threads. Off by default in the library,

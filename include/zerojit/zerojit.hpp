@@ -13,6 +13,7 @@
 #include "zerojit/kernel.hpp"
 #include "zerojit/key.hpp"
 #include "zerojit/launch.hpp"
+#include "zerojit/log.hpp"
 #include "zerojit/monitor.hpp"
 #include "zerojit/parallel.hpp"
 #include "zerojit/program.hpp"

@@ -5,6 +5,7 @@
 #include "disk_cache/impl.hpp"
 #include "zerojit/bytes.hpp"
 #include "zerojit/error.hpp"
+#include "zerojit/log.hpp"
 
 namespace zerojit {
 
@@ -55,7 +56,7 @@ std::shared_ptr<ArtifactStore> make_default_artifact_store() {
     if (!default_cache_root()) return nullptr;  // ZEROJIT_CACHE_DIR=off
     return std::make_shared<DiskCache>(default_disk_cache_options());
   } catch (const std::exception& error) {
-    std::fprintf(stderr, "zerojit cache: %s; using the defaults\n", error.what());
+    log_warning("cache", std::string(error.what()) + "; using the defaults");
     DiskCacheOptions options;
     if (const auto root = default_cache_root()) options.root = *root;
     return std::make_shared<DiskCache>(std::move(options));

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "disk_cache/impl.hpp"
+#include "zerojit/log.hpp"
 
 namespace zerojit::detail {
 
@@ -46,11 +47,10 @@ DiskCacheImpl::DiskCacheImpl(DiskCacheOptions opts) : options(std::move(opts)) {
 }
 
 void DiskCacheImpl::warn(const std::string& text) const {
-  const std::string line = "zerojit cache: " + text;
   if (options.warning_sink) {
-    options.warning_sink(line);
+    options.warning_sink("zerojit cache: " + text);
   } else {
-    std::fprintf(stderr, "%s\n", line.c_str());
+    log_warning("cache", text);
   }
 }
 

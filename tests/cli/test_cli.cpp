@@ -98,13 +98,13 @@ TEST_F(ZerojitTool, WarmupProgressShowsRateElapsedAndTimeLeftOnATerminal) {
   EXPECT_NE(bar.err.find(" keys/s"), std::string::npos) << describe(bar);
   EXPECT_NE(bar.err.find(" elapsed, about "), std::string::npos) << describe(bar);
   EXPECT_NE(bar.err.find(" left"), std::string::npos) << describe(bar);
-  EXPECT_EQ(bar.err.find("zerojit warmup [1/5]"), std::string::npos) << "lines on a terminal";
+  EXPECT_EQ(bar.err.find("zerojit warmup: [1/5]"), std::string::npos) << "lines on a terminal";
 
   TempDir other;
   const Result lines = run({"warmup", "--examples", "--compile-only", "--cache-dir", other.str()});
   ASSERT_EQ(lines.exit_code, 0) << describe(lines);
-  EXPECT_NE(lines.err.find("zerojit warmup [1/5]"), std::string::npos) << describe(lines);
-  EXPECT_NE(lines.err.find("zerojit warmup [5/5]"), std::string::npos) << describe(lines);
+  EXPECT_NE(lines.err.find("zerojit warmup: [1/5]"), std::string::npos) << describe(lines);
+  EXPECT_NE(lines.err.find("zerojit warmup: [5/5]"), std::string::npos) << describe(lines);
   EXPECT_EQ(lines.err.find('\r'), std::string::npos) << "a bar drawn on a pipe";
 }
 

@@ -58,7 +58,7 @@ TEST_F(ZerojitToolCache, ARefusedRootExitsTwoForEveryCommandBeforeAnyWork) {
     EXPECT_NE(r.err.find("refusing cache root " + root), std::string::npos) << describe(r);
     EXPECT_NE(r.err.find("--allow-shared"), std::string::npos) << describe(r);
     EXPECT_NE(r.err.find("what to do: "), std::string::npos) << describe(r);
-    EXPECT_EQ(r.err.find("zerojit warmup [1/"), std::string::npos) << "compiled: " << describe(r);
+    EXPECT_EQ(r.err.find("zerojit warmup: [1/"), std::string::npos) << "compiled: " << describe(r);
     EXPECT_EQ(r.out.find("ok:"), std::string::npos) << "said ok: " << describe(r);
   }
   EXPECT_FALSE(fs::exists(shared / "entries")) << "the refused root was written";

@@ -89,7 +89,7 @@ TEST_F(ZerojitToolEnvironment, NvrtcVariablesThatPointNowhereAreNamedOnceBeforeA
     EXPECT_EQ(count(r.err, variable + "=" + value), 1u) << variable << "\n" << describe(r);
     EXPECT_EQ(count(r.err, "zerojit: error: "), 1u) << describe(r);
     EXPECT_NE(r.err.find("what to do: "), std::string::npos) << describe(r);
-    EXPECT_EQ(r.err.find("zerojit warmup [1/"), std::string::npos) << "compiled: " << describe(r);
+    EXPECT_EQ(r.err.find("zerojit warmup: [1/"), std::string::npos) << "compiled: " << describe(r);
     EXPECT_EQ(r.err.find("compile failed"), std::string::npos) << describe(r);
 
     const Result j =

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "command_line.hpp"
+#include "config_options.hpp"
 #include "json_output.hpp"
 #include "option_values.hpp"
 #include "zerojit/compiler.hpp"
@@ -50,8 +51,32 @@ void check_config(const ConfigOptions& config) {
   }
 }
 
-void check_cache(const CacheSelection& cache) {
-  for (const std::string& layer : cache.layers) require(!layer.empty());
+void check_layers(const std::vector<std::string>& layers) {
+  for (const std::string& layer : layers) require(!layer.empty());
+}
+
+// A whole-number family option within its domain (the parser checked it).
+void check_number(const OptionValues& values, const std::string& flag, long long low,
+                  long long high) {
+  for (const auto& [given, value] : values) {
+    if (given != flag) continue;
+    const auto parsed = parse_whole_number(value, low, high);
+    require(parsed.has_value());
+  }
+}
+
+// zerojit's own families, as main.cpp passes them (configure is not needed to parse).
+const std::vector<Family>& families() {
+  static const std::vector<Family> all = [] {
+    Family dsv4;
+    dsv4.name = "dsv4";
+    dsv4.options = dsv4_config_options();
+    dsv4.run = [](const RunRequest&) { return 0; };
+    Family examples;
+    examples.name = "examples";
+    return std::vector<Family>{dsv4, examples};
+  }();
+  return all;
 }
 
 void check(const CommandLine& line) {
@@ -68,31 +93,38 @@ void check(const CommandLine& line) {
   if (!line.help.empty()) return;
   nlohmann::json echo;  // what the command line said, printed back as a result would be
   switch (line.command) {
-    case Command::warmup:
-      check_config(line.warmup.config);
-      check_cache(line.warmup.cache);
+    case Command::warmup: {
+      require(line.warmup.family != nullptr);
+      const ConfigOptions config = config_options_from(line.warmup.values, line.warmup.arch);
+      check_config(config);
+      check_layers(line.warmup.cache.layers);
       require(line.warmup.jobs >= 0 && line.warmup.jobs <= 1024);
       parse_devices(line.warmup.devices);  // throws (and so fails) if malformed
-      echo = {{"model", line.warmup.config.model}, {"cache_dir", line.warmup.cache.cache_dir}};
+      echo = {{"model", config.model}, {"cache_dir", line.warmup.cache.cache_dir}};
       break;
-    case Command::keys:
-      check_config(line.keys.config);
-      echo = {{"model", line.keys.config.model}};
+    }
+    case Command::keys: {
+      const ConfigOptions config = config_options_from(line.keys.values, line.keys.arch);
+      check_config(config);
+      echo = {{"model", config.model}};
       break;
-    case Command::run:
-      check_config(line.run.config);
-      check_cache(line.run.cache);
+    }
+    case Command::run: {
+      const ConfigOptions config = config_options_from(line.run.values, line.run.arch);
+      check_config(config);
+      check_layers(line.run.layers);
       require(line.run.steps >= 1 && line.run.steps <= 100'000'000);
-      require(line.run.layers >= 1 && line.run.layers <= 64);
-      require(line.run.max_num_seqs >= 1 && line.run.max_num_seqs <= 4096);
-      require(line.run.max_model_len >= 0);
+      check_number(line.run.values, "--layers", 1, 64);
+      check_number(line.run.values, "--max-num-seqs", 1, 4096);
+      check_number(line.run.values, "--max-model-len", 0, 2147483647);
       require(line.run.monitor == "off" || line.run.monitor == "warn" ||
               line.run.monitor == "error");
       parse_devices(line.run.devices);
-      echo = {{"model", line.run.config.model}, {"devices", line.run.devices}};
+      echo = {{"model", config.model}, {"devices", line.run.devices}};
       break;
+    }
     case Command::cache:
-      check_arch(line.cache.arch);
+      if (line.arch) check_arch(*line.arch);
       echo = {{"cache_dir", line.cache.cache_dir}, {"key", line.cache.key}};
       break;
     case Command::version:
@@ -117,7 +149,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   if (size > 0) arguments.push_back(std::move(current));
   try {
-    check(parse_command_line(arguments));
+    ToolOptions options;
+    options.family_flags = {{"--examples", "examples", "The built-in example kernels"}};
+    check(parse_command_line(arguments, families(), options));
   } catch (const ToolError&) {
     std::abort();  // parse_devices refused what the parser let through
   }

@@ -31,7 +31,8 @@ struct CacheCommand {
   bool allow_shared = false;
   bool set_aside = false;                 // verify
   std::optional<std::uint64_t> max_size;  // gc
-  std::string arch = "sm_90a";            // explain
+  // explain: the arch to explain for (the configuration's, set when the family is configured)
+  std::string arch = "sm_90a";
   std::string kernel;
   std::string key;
   std::string nvrtc_version;
@@ -39,7 +40,8 @@ struct CacheCommand {
 };
 
 struct CacheCommandContext {
-  // The keys `cache explain` explains: the same manifest that `warmup` compiles.
+  // The keys `cache explain` explains: the same manifest that `warmup` compiles for the same
+  // family and options.
   std::function<Manifest()> manifest;
 };
 

@@ -3,13 +3,22 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <set>
 
 #include "option_values.hpp"
 
 namespace zerojit::tool {
 namespace {
 
-const std::vector<std::string> kCommands = {"warmup", "keys", "run", "cache"};
+// The commands of a tool for `families`: `run` only when a family can run.
+std::vector<std::string> commands_of(std::span<const Family> families) {
+  std::vector<std::string> commands = {"warmup", "keys"};
+  if (std::any_of(families.begin(), families.end(), [](const Family& f) { return bool(f.run); })) {
+    commands.push_back("run");
+  }
+  commands.push_back("cache");
+  return commands;
+}
 const std::vector<std::string> kCacheActions = {"ls", "verify", "gc", "clear", "explain"};
 
 // "ls, verify, gc, clear and explain"
@@ -28,7 +37,9 @@ bool is_option(const std::string& word) { return word.size() > 1 && word[0] == '
 // not an option, and for `cache` the word after it. Top-level options take no values, so the
 // first other word is the command.
 std::optional<ToolError> read_command_words(const std::vector<std::string>& arguments,
+                                            const std::vector<std::string>& kCommands,
                                             CommandLine& line) {
+  const std::string& tool = program_name();
   std::size_t i = 0;
   while (i < arguments.size() && is_option(arguments[i])) ++i;
   if (i == arguments.size() || arguments[i] == "--") return std::nullopt;
@@ -36,8 +47,8 @@ std::optional<ToolError> read_command_words(const std::vector<std::string>& argu
   if (std::find(kCommands.begin(), kCommands.end(), word) == kCommands.end()) {
     const auto guess = nearest(word, kCommands);
     return ToolError{kExitUsage, "unknown command \"" + word + "\"",
-                     (guess ? "did you mean `zerojit " + *guess + "`? " : std::string()) +
-                         "The commands are " + listed(kCommands) + "; see `zerojit --help`"};
+                     (guess ? "did you mean `" + tool + " " + *guess + "`? " : std::string()) +
+                         "The commands are " + listed(kCommands) + "; see `" + tool + " --help`"};
   }
   line.name = word;
   if (word != "cache") return std::nullopt;
@@ -47,10 +58,11 @@ std::optional<ToolError> read_command_words(const std::vector<std::string>& argu
   const std::string& action = arguments[i];
   if (std::find(kCacheActions.begin(), kCacheActions.end(), action) == kCacheActions.end()) {
     const auto guess = nearest(action, kCacheActions);
-    return ToolError{kExitUsage, "unknown cache command \"" + action + "\"",
-                     (guess ? "did you mean `zerojit cache " + *guess + "`? " : std::string()) +
-                         "The cache commands are " + listed(kCacheActions) +
-                         "; see `zerojit cache --help`"};
+    return ToolError{
+        kExitUsage, "unknown cache command \"" + action + "\"",
+        (guess ? "did you mean `" + tool + " cache " + *guess + "`? " : std::string()) +
+            "The cache commands are " + listed(kCacheActions) + "; see `" + tool +
+            " cache --help`"};
   }
   line.name = "cache " + action;
   return std::nullopt;
@@ -61,28 +73,121 @@ void add_json_flag(CLI::App& app, bool& target) {
                "Machine-readable output: one JSON document on standard output (docs/TOOL.md)");
 }
 
-void add_cache_selection(CLI::App& app, const std::string& command, CacheSelection& selection) {
-  add_text_option(app, command, "--cache-dir", selection.cache_dir, "DIR",
+void add_cache_selection(CLI::App& app, const std::string& command, std::string& cache_dir,
+                         std::vector<std::string>& layers, bool& allow_shared) {
+  add_text_option(app, command, "--cache-dir", cache_dir, "DIR",
                   "Compile cache root (default: $ZEROJIT_CACHE_DIR, $XDG_CACHE_HOME/zerojit or "
                   "~/.cache/zerojit)")
       ->group("Cache");
-  add_text_list_option(app, command, "--layer", selection.layers, "DIR",
+  add_text_list_option(app, command, "--layer", layers, "DIR",
                        "A read-only cache layer searched first, e.g. an ahead-of-time pack "
                        "(repeatable; also $ZEROJIT_CACHE_READONLY_DIRS)")
       ->group("Cache");
-  app.add_flag("--allow-shared", selection.allow_shared,
+  app.add_flag("--allow-shared", allow_shared,
                "Accept a cache root or layer other users can write (also "
                "ZEROJIT_CACHE_ALLOW_SHARED=1; docs/CACHE.md)")
       ->group("Cache");
 }
 
-void add_warmup(CLI::App& app, WarmupCommand& command) {
+// What the configuration options of every command write into while parsing.
+struct FamilyChoice {
+  std::string name;  // --family
+  std::string flag;  // a family flag given (e.g. --examples)
+  std::string flag_family;
+};
+
+// --family, the family flags, --arch and every family's options (run-only ones for `run`),
+// on one command. A flag two families share is added once, with the first family's check.
+void add_configuration(CLI::App& app, const std::string& command, std::span<const Family> families,
+                       const ToolOptions& tool, bool run, FamilyChoice& choice, CommandLine& line) {
+  if (families.size() > 1) {
+    std::string names;
+    for (const Family& family : families) {
+      names += (names.empty() ? "" : ", ") + family.name +
+               (family.summary.empty() ? "" : " (" + family.summary + ")");
+    }
+    add_text_option(app, command, "--family", choice.name, "NAME",
+                    "Kernel family: " + names + " [" + families.front().name + "]")
+        ->group("Configuration");
+  }
+  for (const FamilyFlag& flag : tool.family_flags) {
+    app.add_flag_callback(
+           flag.flag,
+           [&choice, flag] {
+             choice.flag = flag.flag;
+             choice.flag_family = flag.family;
+           },
+           flag.help)
+        ->group("Configuration");
+  }
+  add_arch_option(app, command, line.arch,
+                  "Target arch, compiled for when no GPU loads the kernels [sm_90a]")
+      ->group("Configuration");
+  std::set<std::string> added;
+  for (const Family& family : families) {
+    for (const FamilyOption& option : family.options) {
+      if ((option.run_only && !run) || !added.insert(option.flag).second) continue;
+      const std::string flag = option.flag;
+      add_family_option(app, command, option, [&line, flag](const std::string& value) {
+        line.values.emplace_back(flag, value);
+      });
+    }
+  }
+}
+
+// The family the options select; every family option given must be one of its own.
+std::optional<ToolError> resolve_family(std::span<const Family> families,
+                                        const FamilyChoice& choice, CommandLine& line) {
+  std::vector<std::string> names;
+  for (const Family& family : families) names.push_back(family.name);
+  std::string wanted = choice.name;
+  if (!choice.flag.empty()) {
+    if (!wanted.empty() && wanted != choice.flag_family) {
+      return option_error(line.name,
+                          choice.flag + " selects the family " + choice.flag_family +
+                              ", and --family names " + wanted,
+                          "give one of them");
+    }
+    wanted = choice.flag_family;
+  }
+  if (wanted.empty()) wanted = families.front().name;
+  for (const Family& family : families) {
+    if (family.name == wanted) line.family = &family;
+  }
+  if (line.family == nullptr) {
+    const auto guess = nearest(wanted, names);
+    return option_error(
+        line.name, "--family takes one of " + listed(names, " or ") + ", not \"" + wanted + "\"",
+        guess ? "did you mean " + *guess + "?" : "");
+  }
+  for (const auto& [flag, value] : line.values) {
+    const auto& own = line.family->options;
+    if (std::any_of(own.begin(), own.end(),
+                    [&](const FamilyOption& o) { return o.flag == flag; })) {
+      continue;
+    }
+    std::string owner;
+    for (const Family& family : families) {
+      for (const FamilyOption& option : family.options) {
+        if (option.flag == flag && owner.empty()) owner = family.name;
+      }
+    }
+    return option_error(
+        line.name, flag + " is an option of the family " + owner + ", not of " + line.family->name,
+        "drop it, or pass --family " + owner);
+  }
+  return std::nullopt;
+}
+
+void add_warmup(CLI::App& app, WarmupCommand& command, std::span<const Family> families,
+                const ToolOptions& tool, FamilyChoice& choice, CommandLine& line) {
   CLI::App* sub = app.add_subcommand(
       "warmup",
       "Compile every kernel specialization a configuration can reach (the manifest), and load "
       "it on each GPU");
-  add_config_options(*sub, "warmup", command.config);
-  add_cache_selection(*sub, "warmup", command.cache);
+  add_configuration(*sub, "warmup", families, tool, false, choice, line);
+  add_cache_selection(*sub, "warmup", command.cache.cache_dir, command.cache.layers,
+                      command.cache.allow_shared);
   add_devices_option(*sub, "warmup", command.devices,
                      "GPUs to load on: all, or a list such as 0,1 [all]");
   add_whole_number_option(*sub, "warmup", "--jobs", command.jobs, 0, 1024,
@@ -93,27 +198,26 @@ void add_warmup(CLI::App& app, WarmupCommand& command) {
   sub->add_flag("--compile-only", command.compile_only,
                 "Compile (into the cache) and load nothing; with --cache-dir this makes an "
                 "ahead-of-time pack");
-  sub->add_flag("--examples", command.examples,
-                "Warm the built-in example kernels instead of a DSv4 configuration");
   sub->add_flag("-v,--verbose", command.verbose, "Also list every key with its origin and time");
   add_json_flag(*sub, command.json);
 }
 
-void add_keys(CLI::App& app, KeysCommand& command) {
+void add_keys(CLI::App& app, std::span<const Family> families, const ToolOptions& tool,
+              FamilyChoice& choice, CommandLine& line) {
   CLI::App* sub = app.add_subcommand(
       "keys", "Print the warmup manifest of a configuration: one line per (kernel, key)");
-  add_config_options(*sub, "keys", command.config);
-  sub->add_flag("--examples", command.examples, "The built-in example kernels instead");
-  add_json_flag(*sub, command.json);
+  add_configuration(*sub, "keys", families, tool, false, choice, line);
+  add_json_flag(*sub, line.keys.json);
 }
 
-void add_run(CLI::App& app, RunCommand& command) {
+void add_run(CLI::App& app, RunRequest& command, std::span<const Family> families,
+             const ToolOptions& tool, FamilyChoice& choice, CommandLine& line) {
   CLI::App* sub = app.add_subcommand(
       "run",
       "Warm up, arm the monitor, and run a randomized serving battery through the kernels as "
       "the attention layers call them (on each GPU; without one, through dispatch alone)");
-  add_config_options(*sub, "run", command.config);
-  add_cache_selection(*sub, "run", command.cache);
+  add_configuration(*sub, "run", families, tool, true, choice, line);
+  add_cache_selection(*sub, "run", command.cache_dir, command.layers, command.allow_shared);
   add_whole_number_option(*sub, "run", "--steps", command.steps, 1, 100'000'000,
                           "Serving steps (forward passes) [2000]");
   add_unsigned_option(*sub, "run", "--seed", command.seed, "Seed of the battery [1]");
@@ -123,13 +227,6 @@ void add_run(CLI::App& app, RunCommand& command) {
   sub->add_flag("--dispatch-only", command.dispatch_only,
                 "No launches: check each call's key against the manifest (the default without "
                 "a GPU)");
-  add_whole_number_option(*sub, "run", "--layers", command.layers, 1, 64,
-                          "Layers of each kind: sliding-window, C4, C128 [1]");
-  add_whole_number_option(*sub, "run", "--max-model-len", command.max_model_len, 0, 2147483647,
-                          "Longest sequence of the battery, 0: min(max_position_embeddings, "
-                          "65536) [0]");
-  add_whole_number_option(*sub, "run", "--max-num-seqs", command.max_num_seqs, 1, 4096,
-                          "Requests in one step [128]");
   add_devices_option(*sub, "run", command.devices,
                      "GPUs to run on: all, or a list such as 0,1 [all]");
   add_whole_number_option(*sub, "run", "--jobs", command.jobs, 0, 1024,
@@ -156,7 +253,8 @@ CLI::App* add_cache_action(CLI::App& cache, const std::string& action, const std
   return sub;
 }
 
-void add_cache(CLI::App& app, CacheCommand& command) {
+void add_cache(CLI::App& app, CacheCommand& command, std::span<const Family> families,
+               const ToolOptions& tool, FamilyChoice& choice, CommandLine& line) {
   CLI::App* cache =
       app.add_subcommand("cache", "Manage the persistent compile cache (docs/CACHE.md)");
   // Only so that `zerojit cache --json` (no command) fails with a JSON document.
@@ -179,16 +277,8 @@ void add_cache(CLI::App& app, CacheCommand& command) {
       "For each key of the manifest: hit, or which identity components differ from the nearest "
       "entry of its kernel",
       command);
-  explain
-      ->add_option_function<std::string>(
-          "--arch",
-          [&command](const std::string& arch) {
-            refuse_option_as_value("cache explain", "--arch", arch);
-            check_arch("cache explain", "--arch", arch);
-            command.arch = arch;
-          },
-          "Target arch [sm_90a]")
-      ->type_name("ARCH");
+  // The same configuration options as warmup: the manifest explained is the one warmup compiles.
+  add_configuration(*explain, "cache explain", families, tool, false, choice, line);
   add_text_option(*explain, "cache explain", "--kernel", command.kernel, "NAME",
                   "Only this kernel");
   explain
@@ -232,13 +322,14 @@ ToolError translate(const CLI::ParseError& error, const CLI::App& app, const std
     if (is_option(first)) {
       const std::string option = first.substr(0, first.find('='));
       const auto guess = nearest(option, option_names(*command));
-      return option_error(name, "unknown option " + option + " for `zerojit " + name + "`",
+      return option_error(name,
+                          "unknown option " + option + " for `" + program_name() + " " + name + "`",
                           guess ? "did you mean " + *guess + "?" : "");
     }
-    return option_error(
-        name,
-        "unexpected argument \"" + first + "\" for `zerojit " + name + "` (it takes options only)",
-        "");
+    return option_error(name,
+                        "unexpected argument \"" + first + "\" for `" + program_name() + " " +
+                            name + "` (it takes options only)",
+                        "");
   }
   const std::string message = error.what();
   // "--block-size: 1 required VALUE missing", "--steps: At Most 1 required but received 2":
@@ -271,36 +362,45 @@ ToolError translate(const CLI::ParseError& error, const CLI::App& app, const std
 
 }  // namespace
 
-CommandLine parse_command_line(const std::vector<std::string>& arguments) {
+CommandLine parse_command_line(const std::vector<std::string>& arguments,
+                               std::span<const Family> families, const ToolOptions& options) {
   CommandLine line;
+  const std::string& tool = program_name();
+  const std::vector<std::string> kCommands = commands_of(families);
   for (const std::string& argument : arguments) {
     if (argument == "--") break;
     if (argument == "--json") line.json = true;
   }
-  if (auto error = read_command_words(arguments, line)) {
+  if (auto error = read_command_words(arguments, kCommands, line)) {
     line.error = std::move(error);
     return line;
   }
 
-  CLI::App app{
-      "zerojit: compile every kernel specialization before serving, and prove that "
-      "nothing compiles afterwards"};
-  app.name("zerojit");
+  CLI::App app{options.description.empty()
+                   ? tool +
+                         ": compile every kernel specialization before serving, and prove that "
+                         "nothing compiles afterwards"
+                   : options.description};
+  app.name(tool);
   app.require_subcommand(0, 1);
   bool version = false;
   bool top_json = false;
   app.add_flag("--version", version,
                "The zerojit version, and the NVRTC and CUDA driver found (or why not)");
   app.add_flag("--json", top_json, "With --version: as a JSON document");
-  add_warmup(app, line.warmup);
-  add_keys(app, line.keys);
-  add_run(app, line.run);
-  add_cache(app, line.cache);
+  FamilyChoice choice;
+  add_warmup(app, line.warmup, families, options, choice, line);
+  add_keys(app, families, options, choice, line);
+  if (std::find(kCommands.begin(), kCommands.end(), "run") != kCommands.end()) {
+    add_run(app, line.run, families, options, choice, line);
+  }
+  add_cache(app, line.cache, families, options, choice, line);
   app.footer(
       "Exit codes: 0 ok, 1 runtime JIT (monitor error mode), 2 usage or bad configuration, "
       "3 compile failure, 4 bad cache entries (cache verify), 5 other failure (also a missing "
       "NVRTC or driver).\n"
-      "Run `zerojit <command> --help` for a command's options; docs/TOOL.md has examples.");
+      "Run `" +
+      tool + " <command> --help` for a command's options; docs/TOOL.md has examples.");
 
   // CLI11 reads its arguments from the back.
   std::vector<std::string> reversed(arguments.rbegin(), arguments.rend());
@@ -327,8 +427,9 @@ CommandLine parse_command_line(const std::vector<std::string>& arguments) {
       line.name = "version";
       return line;
     }
-    line.error = ToolError{kExitUsage, "no command given: zerojit needs a subcommand",
-                           "name one of " + listed(kCommands, " or ") + "; see `zerojit --help`"};
+    line.error =
+        ToolError{kExitUsage, "no command given: " + tool + " needs a subcommand",
+                  "name one of " + listed(kCommands, " or ") + "; see `" + tool + " --help`"};
     return line;
   }
   const std::string& word = command->get_name();
@@ -345,8 +446,8 @@ CommandLine parse_command_line(const std::vector<std::string>& arguments) {
     const auto actions = command->get_subcommands();
     if (actions.empty()) {
       line.error = ToolError{
-          kExitUsage, "`zerojit cache` needs a command",
-          "name one of " + listed(kCacheActions, " or ") + "; see `zerojit cache --help`"};
+          kExitUsage, "`" + tool + " cache` needs a command",
+          "name one of " + listed(kCacheActions, " or ") + "; see `" + tool + " cache --help`"};
       return line;
     }
     const std::string& action = actions[0]->get_name();
@@ -360,9 +461,25 @@ CommandLine parse_command_line(const std::vector<std::string>& arguments) {
   }
   if (version) {
     line.error =
-        option_error(line.name, "--version is an option of zerojit itself, not of a command",
-                     "run `zerojit --version` alone");
+        option_error(line.name, "--version is an option of " + tool + " itself, not of a command",
+                     "run `" + tool + " --version` alone");
+    return line;
   }
+  const bool configured =
+      line.command == Command::warmup || line.command == Command::keys ||
+      line.command == Command::run ||
+      (line.command == Command::cache && line.cache.action == CacheAction::explain);
+  if (!configured) return line;
+  if (auto error = resolve_family(families, choice, line)) {
+    line.error = std::move(error);
+    return line;
+  }
+  line.warmup.family = line.keys.family = line.family;
+  line.warmup.values = line.keys.values = line.values;
+  line.warmup.arch = line.keys.arch = line.arch;
+  line.run.family = line.family->name;
+  line.run.values = line.values;
+  line.run.arch = line.arch;
   return line;
 }
 

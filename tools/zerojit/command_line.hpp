@@ -6,13 +6,14 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "cache_command.hpp"
 #include "exit_codes.hpp"
-#include "run_command.hpp"
 #include "warmup_command.hpp"
+#include "zerojit/tool.hpp"
 
 namespace zerojit::tool {
 
@@ -30,13 +31,21 @@ struct CommandLine {
   // The options were wrong: report this, exit with its code (2), run nothing.
   std::optional<ToolError> error;
 
+  // The family the command is for (--family, a family flag, or the first family), and the
+  // family options given, in order; arch is --arch when given.
+  const Family* family = nullptr;
+  OptionValues values;
+  std::optional<std::string> arch;
+
   WarmupCommand warmup;
   KeysCommand keys;
-  RunCommand run;
+  RunRequest run;
   CacheCommand cache;
 };
 
-// `arguments` without the program name (argv[1..]).
-CommandLine parse_command_line(const std::vector<std::string>& arguments);
+// `arguments` without the program name (argv[1..]). `families` must not be empty; `run` is a
+// command only when one of them has a run function.
+CommandLine parse_command_line(const std::vector<std::string>& arguments,
+                               std::span<const Family> families, const ToolOptions& options = {});
 
 }  // namespace zerojit::tool

@@ -1,12 +1,12 @@
-// The DSv4 configuration options `warmup`, `keys` and `run` share: which model and serving
-// configuration. They build the same configuration, and so the same warmup manifest, for all
-// three. config_options.cpp defines the options (parse time only); configuration.cpp builds
-// the configuration and registers its warmup.
+// The DSv4 family of the zerojit tool (zerojit/tool.hpp): the configuration options `warmup`,
+// `keys`, `cache explain` and `run` share (which model and serving configuration), so that all
+// of them build the same configuration and the same warmup manifest. config_options.cpp
+// declares the options (parse time only); configuration.cpp builds the configuration,
+// registers its warmup and makes the family.
 #pragma once
 
-#include <CLI/CLI.hpp>
-
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -14,6 +14,7 @@
 
 #include "dsv4/config.hpp"
 #include "zerojit/registry.hpp"
+#include "zerojit/tool.hpp"
 
 namespace zerojit::tool {
 
@@ -27,9 +28,17 @@ struct ConfigOptions {
   std::int64_t testing_warmup_max_tokens = 0;
 };
 
-// --model, the serving options, --arch and the hidden testing option, on `command` (whose name
-// usage errors point at, e.g. "warmup").
-void add_config_options(CLI::App& app, std::string_view command, ConfigOptions& options);
+// --model, the serving options and the hidden testing option (--arch is the tool's own), then
+// the battery's run-only options (--layers, --max-model-len, --max-num-seqs).
+std::vector<FamilyOption> dsv4_config_options();
+
+// The options as given back into ConfigOptions; `arch` (--arch) is the serving target_arch.
+ConfigOptions config_options_from(const OptionValues& values,
+                                  const std::optional<std::string>& arch);
+
+// The DSv4 family: configure builds the configuration (a dsv4::ConfigError becomes a
+// ConfigurationError), run drives the serving battery (run_command.cpp).
+Family dsv4_tool_family();
 
 // The configuration the options name (validated). Throws dsv4::ConfigError naming the option,
 // the preset or the config.json field at fault.
@@ -39,10 +48,6 @@ dsv4::Dsv4Config build_config(const ConfigOptions& options);
 // narrowed copy when the testing option is set (the gates and registrations are untouched).
 void register_dsv4_warmup(const dsv4::Dsv4Config& config, const ConfigOptions& options,
                           WarmupRegistry& registry);
-
-// The registry's manifest. A warmup space that a kernel's dispatch rejects (a configuration
-// the config checks accept but the kernels cannot build) is a ToolError (usage).
-Manifest checked_manifest(const WarmupRegistry& registry);
 
 // "dsv4-flash (43 layers), block_size=256, kv_cache_dtype=fp8_ds_mla, ..."
 std::string describe_config(const dsv4::Dsv4Config& config);

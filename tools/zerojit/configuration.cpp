@@ -1,8 +1,12 @@
-// Building the DSv4 configuration the options name, and registering its warmup.
+// Building the DSv4 configuration the options name, registering its warmup, and the DSv4
+// family of the tool.
 #include "config_options.hpp"
+
+#include <nlohmann/json.hpp>
 
 #include "dsv4/family.hpp"
 #include "exit_codes.hpp"
+#include "run_command.hpp"
 
 namespace zerojit::tool {
 
@@ -29,19 +33,6 @@ void register_dsv4_warmup(const dsv4::Dsv4Config& config, const ConfigOptions& o
   dsv4::AttentionKernels(narrowed).register_warmup(registry);
 }
 
-Manifest checked_manifest(const WarmupRegistry& registry) {
-  try {
-    return registry.manifest();
-  } catch (const Error& error) {
-    throw ToolError{kExitUsage,
-                    std::string("this configuration needs a kernel specialization the kernels "
-                                "cannot build: ") +
-                        error.what(),
-                    "change the model or serving option named above to one the DSv4 kernels "
-                    "support (spec section 8 lists the domains)"};
-  }
-}
-
 std::string describe_config(const dsv4::Dsv4Config& config) {
   const dsv4::ServingConfig& s = config.serving;
   std::string text = config.model.name + " (" + std::to_string(config.model.num_hidden_layers) +
@@ -58,6 +49,74 @@ std::string describe_config(const dsv4::Dsv4Config& config) {
     text += ", c128_page_stride_bytes=" + std::to_string(*s.c128_page_stride_bytes);
   }
   return text;
+}
+
+namespace {
+
+// Tells the tool that the configuration is at fault (a usage error), with where to look.
+[[noreturn]] void rethrow_config_error(const dsv4::ConfigError& error) {
+  throw ConfigurationError(error.what(), "fix the option or the config.json field named above");
+}
+
+std::int64_t value_of(const OptionValues& values, std::string_view flag, std::int64_t otherwise) {
+  for (const auto& [given, value] : values) {
+    if (given == flag) otherwise = std::stoll(value);  // checked when parsed
+  }
+  return otherwise;
+}
+
+int run_dsv4(const RunRequest& request) {
+  RunCommand command;
+  command.config = config_options_from(request.values, request.arch);
+  command.cache = {request.cache_dir, request.layers, request.allow_shared};
+  command.devices = request.devices;
+  command.jobs = request.jobs;
+  command.in_process = request.in_process;
+  command.steps = request.steps;
+  command.seed = request.seed;
+  command.monitor = request.monitor;
+  command.dispatch_only = request.dispatch_only;
+  command.layers = static_cast<int>(value_of(request.values, "--layers", command.layers));
+  command.max_model_len = value_of(request.values, "--max-model-len", command.max_model_len);
+  command.max_num_seqs =
+      static_cast<int>(value_of(request.values, "--max-num-seqs", command.max_num_seqs));
+  command.json = request.json;
+  try {
+    return run_run(command);
+  } catch (const dsv4::ConfigError& error) {
+    rethrow_config_error(error);
+  }
+}
+
+}  // namespace
+
+Family dsv4_tool_family() {
+  Family family;
+  family.name = "dsv4";
+  family.summary = "DeepSeek-V4 attention kernels";
+  family.options = dsv4_config_options();
+  family.configure = [](const OptionValues& values, const std::optional<std::string>& arch) {
+    const ConfigOptions options = config_options_from(values, arch);
+    try {
+      auto config = std::make_shared<const dsv4::Dsv4Config>(build_config(options));
+      FamilyConfiguration out;
+      out.description = describe_config(*config);
+      if (options.testing_warmup_max_tokens > 0) {
+        out.description += " [testing: warmup believes max_num_batched_tokens=" +
+                           std::to_string(options.testing_warmup_max_tokens) + "]";
+      }
+      out.arch = config->serving.target_arch;
+      out.json = nlohmann::json(*config).dump();
+      out.register_warmup = [config, options](WarmupRegistry& registry) {
+        register_dsv4_warmup(*config, options, registry);
+      };
+      return out;
+    } catch (const dsv4::ConfigError& error) {
+      rethrow_config_error(error);
+    }
+  };
+  family.run = run_dsv4;
+  return family;
 }
 
 }  // namespace zerojit::tool

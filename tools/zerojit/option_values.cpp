@@ -54,7 +54,15 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
   return row[b.size()];
 }
 
+std::string& program_name_storage() {
+  static std::string name = "zerojit";
+  return name;
+}
+
 }  // namespace
+
+void set_program_name(std::string name) { program_name_storage() = std::move(name); }
+const std::string& program_name() { return program_name_storage(); }
 
 void refuse_option_as_value(std::string_view command, const std::string& option,
                             const std::string& value) {
@@ -65,7 +73,7 @@ void refuse_option_as_value(std::string_view command, const std::string& option,
 }
 
 std::string see_help(std::string_view command) {
-  return "see `zerojit" + (command.empty() ? std::string() : " " + std::string(command)) +
+  return "see `" + program_name() + (command.empty() ? std::string() : " " + std::string(command)) +
          " --help`";
 }
 
@@ -160,6 +168,53 @@ CLI::Option* add_whole_number_option(CLI::App& app, std::string_view command,
           },
           help + " (" + range_text(minimum, maximum).substr(2) + ")")
       ->type_name("N");
+}
+
+CLI::Option* add_family_option(CLI::App& app, std::string_view command, const FamilyOption& option,
+                               std::function<void(const std::string&)> store) {
+  const std::string where(command);
+  const std::int64_t minimum = option.minimum.value_or(std::numeric_limits<std::int64_t>::min());
+  const std::int64_t maximum = option.maximum.value_or(std::numeric_limits<std::int64_t>::max());
+  const bool whole = option.minimum.has_value() || option.maximum.has_value();
+  std::string help = option.help;
+  if (whole && !help.empty()) help += " (" + range_text(minimum, maximum).substr(2) + ")";
+  CLI::Option* added = app.add_option_function<std::string>(
+      option.flag,
+      [where, option, minimum, maximum, whole, store = std::move(store)](const std::string& text) {
+        refuse_option_as_value(where, option.flag, text);
+        if (whole && !parse_whole_number(text, minimum, maximum)) {
+          throw option_error(where, option.flag + " takes " + range_text(minimum, maximum) +
+                                        ", not " + shown(text));
+        }
+        if (option.check) {
+          const std::string problem = option.check(text);
+          if (!problem.empty()) {
+            throw option_error(where, option.flag + " " + shown(text) + ": " + problem);
+          }
+        }
+        store(text);
+      },
+      help);
+  added->type_name(whole ? "N" : option.value_name);
+  added->group(option.hidden ? std::string() : option.group);
+  return added;
+}
+
+CLI::Option* add_arch_option(CLI::App& app, std::string_view command,
+                             std::optional<std::string>& target, const std::string& help) {
+  const std::string where(command);
+  return app
+      .add_option_function<std::string>(
+          "--arch",
+          [&target, where](const std::string& arch) {
+            refuse_option_as_value(where, "--arch", arch);
+            // Named as the configuration field it sets (a family's target_arch).
+            check_arch(where, "--arch", arch,
+                       "an architecture such as sm_90a for the configuration's target_arch");
+            target = arch;
+          },
+          help)
+      ->type_name("ARCH");
 }
 
 CLI::Option* add_unsigned_option(CLI::App& app, std::string_view command, const std::string& name,

@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -15,8 +16,14 @@
 #include <vector>
 
 #include "exit_codes.hpp"
+#include "zerojit/tool.hpp"
 
 namespace zerojit::tool {
+
+// The tool's name in messages and --help ("zerojit", or a project's own tool built on
+// run_cli). Set once, before the command line is parsed.
+void set_program_name(std::string name);
+const std::string& program_name();
 
 // CLI11 hands an option the next word as its value even when that word is an option
 // (`--cache-dir --json` would name a directory "--json"); every value option refuses a value
@@ -67,6 +74,15 @@ CLI::Option* add_text_option(CLI::App& app, std::string_view command, const std:
 CLI::Option* add_text_list_option(CLI::App& app, std::string_view command, const std::string& name,
                                   std::vector<std::string>& target, const std::string& type,
                                   const std::string& help);
+
+// A family's option (zerojit/tool.hpp): its value is checked (not an option, its whole-number
+// domain, its own check) and then passed to `store`.
+CLI::Option* add_family_option(CLI::App& app, std::string_view command, const FamilyOption& option,
+                               std::function<void(const std::string&)> store);
+
+// --arch ARCH, checked with the compiler's rule.
+CLI::Option* add_arch_option(CLI::App& app, std::string_view command,
+                             std::optional<std::string>& target, const std::string& help);
 
 // --devices all|LIST: "all" (or empty) -> {}, else distinct ordinals such as 0,1. Throws
 // ToolError (usage) naming --devices.

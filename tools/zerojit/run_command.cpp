@@ -10,6 +10,7 @@
 #include "run_support.hpp"
 #include "terminal.hpp"
 #include "timing_backend.hpp"
+#include "warmup_command.hpp"
 #include "zerojit/cuda.hpp"
 #include "zerojit/runtime.hpp"
 

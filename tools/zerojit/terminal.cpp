@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "option_values.hpp"
+
 namespace zerojit::tool {
 namespace {
 
@@ -75,7 +77,7 @@ void Table::print(std::FILE* stream, const Style& style) const {
 
 void print_error(std::string_view message, std::string_view hint) {
   const Style style = Style::for_stream(stderr);
-  std::fprintf(stderr, "%s %.*s\n", style.red("zerojit: error:").c_str(),
+  std::fprintf(stderr, "%s %.*s\n", style.red(program_name() + ": error:").c_str(),
                static_cast<int>(message.size()), message.data());
   if (!hint.empty()) {
     std::fprintf(stderr, "  %s %.*s\n", style.bold("what to do:").c_str(),
@@ -85,13 +87,13 @@ void print_error(std::string_view message, std::string_view hint) {
 
 void print_warning(std::string_view message) {
   const Style style = Style::for_stream(stderr);
-  std::fprintf(stderr, "%s %.*s\n", style.yellow("zerojit: warning:").c_str(),
+  std::fprintf(stderr, "%s %.*s\n", style.yellow(program_name() + ": warning:").c_str(),
                static_cast<int>(message.size()), message.data());
 }
 
 void print_note(std::string_view message) {
   const Style style = Style::for_stream(stderr);
-  std::fprintf(stderr, "%s %.*s\n", style.cyan("zerojit: note:").c_str(),
+  std::fprintf(stderr, "%s %.*s\n", style.cyan(program_name() + ": note:").c_str(),
                static_cast<int>(message.size()), message.data());
 }
 

@@ -4,10 +4,9 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "dsv4/family.hpp"
-#include "examples/examples.hpp"
 #include "exit_codes.hpp"
 #include "json_output.hpp"
+#include "option_values.hpp"
 #include "terminal.hpp"
 #include "zerojit/compiler.hpp"
 #include "zerojit/cuda.hpp"
@@ -18,28 +17,6 @@ namespace zerojit::tool {
 namespace {
 
 using nlohmann::json;
-
-// The manifest's registry for the command: the DSv4 configuration or the built-in examples.
-struct Selection {
-  dsv4::Dsv4Config config;
-  WarmupRegistry registry;
-  std::string what;  // a line naming the configuration
-};
-
-void select(const ConfigOptions& options, bool examples, Selection& out) {
-  out.config = build_config(options);
-  if (examples) {
-    examples::register_examples(out.registry);
-    out.what = "the built-in example kernels";
-  } else {
-    register_dsv4_warmup(out.config, options, out.registry);
-    out.what = describe_config(out.config);
-    if (options.testing_warmup_max_tokens > 0) {
-      out.what += " [testing: warmup believes max_num_batched_tokens=" +
-                  std::to_string(options.testing_warmup_max_tokens) + "]";
-    }
-  }
-}
 
 std::string first_lines(const std::string& text, int lines) {
   std::size_t end = 0;
@@ -90,12 +67,32 @@ std::string join_devices(const std::vector<int>& devices) {
 
 }  // namespace
 
+void select(const Family& family, const OptionValues& values,
+            const std::optional<std::string>& arch, Selection& out) {
+  out.family = &family;
+  out.configuration = family.configure(values, arch);
+  if (out.configuration.register_warmup) out.configuration.register_warmup(out.registry);
+}
+
+Manifest checked_manifest(const WarmupRegistry& registry) {
+  try {
+    return registry.manifest();
+  } catch (const Error& error) {
+    throw ToolError{kExitUsage,
+                    std::string("this configuration needs a kernel specialization the kernels "
+                                "cannot build: ") +
+                        error.what(),
+                    "change the option named above to one the kernels support (for DSv4, spec "
+                    "section 8 lists the domains)"};
+  }
+}
+
 int run_warmup(const WarmupCommand& command) {
   Selection selection;
-  select(command.config, command.examples, selection);
+  select(*command.family, command.values, command.arch, selection);
   install_cache(command.cache, "warmup");
   require_nvrtc();
-  const std::string arch = selection.config.serving.target_arch;
+  const std::string arch = selection.configuration.arch;
   try {
     validate_arch(arch);
   } catch (const Error& error) {
@@ -117,7 +114,8 @@ int run_warmup(const WarmupCommand& command) {
   }
   const Style out = Style::for_stream(stdout);
   if (!command.json) {
-    std::printf("%s %s\n", out.bold("zerojit warmup:").c_str(), selection.what.c_str());
+    std::printf("%s %s\n", out.bold(program_name() + " warmup:").c_str(),
+                selection.configuration.description.c_str());
     std::printf("%s %s\n", out.dim("cache:").c_str(), describe_cache().c_str());
     std::fflush(stdout);
   }
@@ -157,7 +155,8 @@ int run_warmup(const WarmupCommand& command) {
 
   if (command.json) {
     json result = parse_library_json(report.to_json());
-    result["configuration"] = command.examples ? json(nullptr) : json(selection.config);
+    result["family"] = selection.family->name;
+    result["configuration"] = parse_library_json(selection.configuration.json);
     result["cache"] = describe_cache();
     result["cache_writable"] = kept;
     result["compile_only"] = command.compile_only;
@@ -228,7 +227,7 @@ int run_warmup(const WarmupCommand& command) {
 
 int run_keys(const KeysCommand& command) {
   Selection selection;
-  select(command.config, command.examples, selection);
+  select(*command.family, command.values, command.arch, selection);
   const Manifest manifest = checked_manifest(selection.registry);
   std::vector<std::string> kernels;
   for (const ManifestEntry& entry : manifest.entries) {
@@ -247,8 +246,9 @@ int run_keys(const KeysCommand& command) {
       dead.push_back({{"kernel", axis.kernel}, {"registration", axis.tag}, {"axis", axis.axis}});
     }
     print_json(success_document(
-        "keys", {{"configuration", command.examples ? json(nullptr) : json(selection.config)},
-                 {"arch", selection.config.serving.target_arch},
+        "keys", {{"family", selection.family->name},
+                 {"configuration", parse_library_json(selection.configuration.json)},
+                 {"arch", selection.configuration.arch},
                  {"count", manifest.size()},
                  {"kernels", kernels},
                  {"keys", keys},
@@ -256,7 +256,8 @@ int run_keys(const KeysCommand& command) {
     return kExitOk;
   }
   const Style out = Style::for_stream(stdout);
-  std::printf("%s %s\n\n", out.bold("zerojit keys:").c_str(), selection.what.c_str());
+  std::printf("%s %s\n\n", out.bold(program_name() + " keys:").c_str(),
+              selection.configuration.description.c_str());
   Table table({{"kernel"}, {"key"}});
   for (const ManifestEntry& entry : manifest.entries) {
     table.add_row({entry.kernel->name(), entry.key_text});

@@ -1,30 +1,49 @@
-// `zerojit warmup` (compile and load a configuration's manifest) and `zerojit keys` (print it).
-// The structs are what the command line says (command_line.cpp fills them); nothing in them runs.
+// `zerojit warmup` (compile and load a configuration's manifest) and `zerojit keys` (print it),
+// for any family (zerojit/tool.hpp). The structs are what the command line says
+// (command_line.cpp fills them); nothing in them runs.
 #pragma once
 
+#include <optional>
 #include <string>
 
-#include "config_options.hpp"
 #include "setup.hpp"
+#include "zerojit/registry.hpp"
+#include "zerojit/tool.hpp"
 
 namespace zerojit::tool {
 
+// What a command works on: the family and the configuration its options build.
+struct Selection {
+  const Family* family = nullptr;
+  FamilyConfiguration configuration;
+  WarmupRegistry registry;
+};
+// Configures `family` from the options and registers its warmup. Throws ConfigurationError.
+void select(const Family& family, const OptionValues& values,
+            const std::optional<std::string>& arch, Selection& out);
+
+// The registry's manifest. A warmup space that a kernel's dispatch rejects (a configuration
+// the family's checks accept but the kernels cannot build) is a ToolError (usage).
+Manifest checked_manifest(const WarmupRegistry& registry);
+
 struct WarmupCommand {
-  ConfigOptions config;
+  const Family* family = nullptr;
+  OptionValues values;
+  std::optional<std::string> arch;
   CacheSelection cache;
   std::string devices = "all";
   int jobs = 0;
   bool in_process = false;  // compile in threads of this process, not in worker processes
   bool compile_only = false;
-  bool examples = false;
   bool verbose = false;
   bool json = false;
 };
 int run_warmup(const WarmupCommand& command);
 
 struct KeysCommand {
-  ConfigOptions config;
-  bool examples = false;
+  const Family* family = nullptr;
+  OptionValues values;
+  std::optional<std::string> arch;
   bool json = false;
 };
 int run_keys(const KeysCommand& command);

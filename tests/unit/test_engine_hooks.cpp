@@ -1,0 +1,94 @@
+// The hooks an engine embedding zerojit uses instead of the tool's terminal output: the warmup
+// progress callback, and the log handler through which progress lines and cache warnings go.
+#include <gtest/gtest.h>
+
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "examples/examples.hpp"
+#include "support/core_fixture.hpp"
+#include "zerojit/disk_cache.hpp"
+#include "zerojit/zerojit.hpp"
+
+namespace zerojit {
+namespace {
+
+class EngineHooks : public testing::CoreTest {
+ protected:
+  void SetUp() override {
+    CoreTest::SetUp();
+    ASSERT_TRUE(nvrtc_available()) << nvrtc_unavailable_reason();
+  }
+  void TearDown() override {
+    set_log_handler(nullptr);
+    CoreTest::TearDown();
+  }
+};
+
+TEST_F(EngineHooks, ProgressCallbackSeesEveryKeyOnceInOrderOfCompletion) {
+  WarmupRegistry registry;
+  examples::register_examples(registry);
+  std::mutex mutex;
+  std::vector<std::size_t> done;
+  std::set<std::string> keys;
+  std::size_t total = 0;
+  WarmupOptions options{.compile_only = true, .jobs = 3, .progress = ProgressStyle::none};
+  options.on_progress = [&](const WarmupProgress& progress) {
+    std::lock_guard lock(mutex);
+    done.push_back(progress.done);
+    total = progress.total;
+    ASSERT_NE(progress.key, nullptr);
+    EXPECT_TRUE(progress.key->error.empty()) << progress.key->error;
+    keys.insert(progress.key->kernel + " " + progress.key->key);
+  };
+  const WarmupReport report = registry.warmup(options);
+  ASSERT_TRUE(report.ok());
+  ASSERT_EQ(report.total_keys(), 5);
+  EXPECT_EQ(total, 5u);
+  // Calls are serialized: the counts are 1..5 in order, one per distinct key.
+  EXPECT_EQ(done, (std::vector<std::size_t>{1, 2, 3, 4, 5}));
+  EXPECT_EQ(keys.size(), 5u);
+}
+
+TEST_F(EngineHooks, ProgressLinesGoThroughTheLogHandler) {
+  std::vector<std::string> lines;
+  set_log_handler([&lines](const LogRecord& record) {
+    if (record.component == "warmup" && record.level == LogLevel::info) {
+      lines.emplace_back(record.message);
+    }
+  });
+  WarmupRegistry registry;
+  examples::register_examples(registry);
+  const WarmupReport report = registry.warmup(
+      WarmupOptions{.compile_only = true, .jobs = 1, .progress = ProgressStyle::lines});
+  ASSERT_TRUE(report.ok());
+  ASSERT_EQ(lines.size(), 5u);
+  EXPECT_EQ(lines.front().rfind("[1/5] compiled", 0), 0u) << lines.front();
+  EXPECT_EQ(lines.back().rfind("[5/5] ", 0), 0u) << lines.back();
+}
+
+TEST_F(EngineHooks, CacheWarningsGoThroughTheLogHandler) {
+  std::vector<std::string> warnings_seen;
+  set_log_handler([&warnings_seen](const LogRecord& record) {
+    if (record.component == "cache" && record.level == LogLevel::warning) {
+      warnings_seen.emplace_back(record.message);
+    }
+  });
+  // A root that is a file, not a directory: the cache warns and carries on without it.
+  const std::string file = ::testing::TempDir() + "zerojit_hooks_not_a_directory";
+  std::FILE* out = std::fopen(file.c_str(), "w");
+  ASSERT_NE(out, nullptr);
+  std::fclose(out);
+  DiskCacheOptions options;
+  options.root = file;
+  DiskCache cache(options);
+  EXPECT_FALSE(cache.find(ProgramIdentity{}).has_value());
+  std::remove(file.c_str());
+  ASSERT_FALSE(warnings_seen.empty());
+  EXPECT_NE(warnings_seen.front().find(file), std::string::npos) << warnings_seen.front();
+}
+
+}  // namespace
+}  // namespace zerojit
