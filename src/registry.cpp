@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -70,7 +71,7 @@ WarmupReport WarmupRegistry::warmup(const WarmupOptions& options) const {
     Monitor::WarmupScope scope;  // warmup's own compiles are not runtime JIT
     report = run_warmup(manifest(), options);
   }
-  if (options.arm_monitor && Monitor::instance().mode() != MonitorMode::off) {
+  if (options.arm_monitor && report.ok() && Monitor::instance().mode() != MonitorMode::off) {
     Monitor::instance().arm();
     report.monitor_armed = true;
   }
@@ -156,6 +157,7 @@ WarmupReport run_warmup(const Manifest& manifest, const WarmupOptions& options) 
     installed.emplace(*pool);
   }
   Progress progress(options.progress, jobs.size());
+  std::atomic<std::size_t> done{0};
   parallel_for(jobs.size(), options.jobs, [&](std::size_t position) {
     const std::size_t i = order[position];
     const Job& job = jobs[i];
@@ -174,6 +176,8 @@ WarmupReport run_warmup(const Manifest& manifest, const WarmupOptions& options) 
     key.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - key_start).count();
     progress.finished(key);
+    const std::size_t finished = done.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (options.on_key) options.on_key(key, finished, jobs.size());
   });
 
   if (pool) {
