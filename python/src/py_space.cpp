@@ -16,8 +16,8 @@ namespace py = pybind11;
 namespace zerojit::python {
 namespace {
 
-// A Python value with the text a point's description shows for it (space.hpp prints a value
-// through detail::append_value, which takes anything convertible to a string_view).
+// A Python value with the text (its str()) a point's description shows for it (space.hpp prints a
+// value through detail::append_value, which takes anything convertible to a string_view).
 struct Labeled {
   py::object object;
   std::string text;
@@ -25,7 +25,7 @@ struct Labeled {
 };
 
 Labeled labeled(py::handle value) {
-  return {py::reinterpret_borrow<py::object>(value), py::str(py::repr(value)).cast<std::string>()};
+  return {py::reinterpret_borrow<py::object>(value), py::str(value).cast<std::string>()};
 }
 
 // One axis value per axis, in axis order (a zip axis holds its row).

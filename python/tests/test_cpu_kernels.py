@@ -254,7 +254,7 @@ class SpaceTest(unittest.TestCase):
         space = Space(lambda p: [TensorDesc.contiguous(p["dtype"], (8,))] * 3).choices(
             "dtype", [DType.f32, DType.f64])
         with self.assertRaisesRegex(zerojit.Error,
-                                    r"user.axpby: .*point \{dtype=<DType.f64.*rejected by dispatch"):
+                                    r"user.axpby: .*point \{dtype=f64\} was rejected by dispatch"):
             kernel.expand(space)
 
     def test_the_examples_space(self):
@@ -315,6 +315,10 @@ class WarmupTest(unittest.TestCase):
         self.assertIn("user.axpby", kernels)
         self.assertTrue(any(k.startswith("dsv4.") for k in kernels))
         self.assertEqual(report["totals"]["keys"], len(zerojit.manifest()) + 4)
+
+    def test_warming_an_unregistered_kernel_is_an_error(self):
+        with self.assertRaisesRegex(ValueError, "kernel user.axpby is not registered"):
+            zerojit.warmup_kernels([user_kernel.Axpby], compile_only=True)
 
     def test_kernel_compile_origin(self):
         kernel = user_kernel.Axpby()

@@ -114,25 +114,22 @@ class PythonKernelTest(unittest.TestCase):
     def test_cuda_graph_replay_and_refused_miss(self):
         x, y = self.inputs(torch.float32, 1 << 14)
         out = torch.empty_like(x)
-        stream = torch.cuda.Stream(self.device)
-        stream.wait_stream(torch.cuda.current_stream(self.device))
-        with torch.cuda.stream(stream):
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                self.kernel(x, y, out, 2.0, -0.5)
-        torch.cuda.current_stream(self.device).wait_stream(stream)
-        x.copy_(torch.randn_like(x))
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            self.kernel(x, y, out, 2.0, -0.5)
+        x.copy_(torch.randn_like(x))  # the graph reads live memory
         graph.replay()
         torch.cuda.synchronize(self.device)
         self.assertTrue(torch.equal(out, reference(x, y, 2.0, -0.5)))
 
         # f16 was never warmed: a compile requested while capturing is refused in every mode.
         h = torch.ones(4096, device=self.device, dtype=torch.float16)
-        with torch.cuda.stream(stream):
-            graph = torch.cuda.CUDAGraph()
-            with self.assertRaises(zerojit.RuntimeJitError) as raised:
-                with torch.cuda.graph(graph):
-                    self.kernel(h, h, torch.empty_like(h), 1.0, 1.0)
+        h_out = torch.empty_like(h)
+        graph = torch.cuda.CUDAGraph()
+        with self.assertRaises(zerojit.RuntimeJitError) as raised:
+            with torch.cuda.graph(graph):
+                self.kernel(h, h, h_out, 1.0, 1.0)
+        self.assertIn("capturing a CUDA graph", str(raised.exception))
         self.assertEqual(raised.exception.kernel, "user.axpby")
         self.assertEqual(raised.exception.key, "dtype=f16, vector_width=8")
 

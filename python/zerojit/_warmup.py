@@ -48,7 +48,15 @@ def clear_registrations():
 def _expanded(kernels=None):
     """The registrations as the core takes them: (kernel handle, tag, slots, dead axes). Keys
     are interned here, with the GIL, so the compiles need no Python."""
-    selected = None if kernels is None else {id(k() if isinstance(k, type) else k) for k in kernels}
+    selected = None
+    if kernels is not None:
+        chosen = [k() if isinstance(k, type) else k for k in kernels]
+        registered = {id(kernel) for kernel, _, _ in _registrations}
+        for kernel in chosen:
+            if id(kernel) not in registered:
+                raise ValueError(f"kernel {kernel.name} is not registered for warmup "
+                                 "(zerojit.register(kernel) first)")
+        selected = {id(k) for k in chosen}
     out = []
     for kernel, tag, space in _registrations:
         if selected is not None and id(kernel) not in selected:
