@@ -144,11 +144,17 @@ def compile_only():
 
 
 def on_gpu():
-    import torch
+    try:
+        import torch
+    except ImportError:
+        print("the GPU run needs PyTorch; without it, use --compile-only", file=sys.stderr)
+        return 77
+    if not torch.cuda.is_available():
+        print("no CUDA device: use --compile-only", file=sys.stderr)
+        return 77
 
     zerojit.register(Axpby)
-    report = zerojit.warmup_kernels([Axpby], monitor="error",
-                                    on_key=lambda *a: None)
+    report = zerojit.warmup_kernels([Axpby], monitor="error")
     print(report["summary"])
     kernel = Axpby()
     for dtype in (torch.bfloat16, torch.float32):

@@ -129,6 +129,11 @@ class KeyTest(unittest.TestCase):
             kernel.dispatch(aligned, odd, aligned)
         self.assertEqual((raised.exception.kernel, raised.exception.argument), ("user.axpby", "y"))
 
+    def test_contiguity_as_the_cpp_check(self):
+        self.assertTrue(TensorDesc(DType.f32, (4, 1, 3), (3, 99, 1)).is_contiguous())
+        self.assertFalse(TensorDesc(DType.f32, (4, 3), (1, 4)).is_contiguous())
+        self.assertEqual(TensorDesc.contiguous("bf16", (2, 3, 4)).strides, (12, 4, 1))
+
     def test_dtype_enum_is_the_cores(self):
         self.assertEqual([d.value for d in DType], zerojit._core.dtype_names())
         self.assertIs(DType.of("bf16"), DType.bf16)

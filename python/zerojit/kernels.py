@@ -153,7 +153,13 @@ class TensorDesc(typing.NamedTuple):
         return count
 
     def is_contiguous(self):
-        return self.strides == TensorDesc.contiguous(self.dtype, self.shape).strides
+        """Row-major and packed (extents of 1 may have any stride), as the C++ check."""
+        expected = 1
+        for extent, stride in zip(reversed(self.shape), reversed(self.strides)):
+            if extent != 1 and stride != expected:
+                return False
+            expected *= extent
+        return True
 
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
@@ -218,6 +224,7 @@ class Launch(typing.NamedTuple):
     result: typing.Any = None
 
 
+_DISPATCH_MEMO = 4096  # descriptor tuples remembered per kernel
 _FIELD_KINDS = {bool: "bool", int: "int", str: "str", DType: "dtype"}
 _PARAM_KINDS = ("tensor", "i32", "i64", "u32", "u64", "f32", "f64", "bool", "pointer")
 
@@ -290,6 +297,7 @@ class Kernel:
         self._core.set_params(params)
         self._capsule = self._core.capsule
         self._slots = {}
+        self._dispatched = {}  # descriptors -> (key, slot)
         dispatch_params = inspect.signature(self.dispatch).parameters.values()
         self._described = sum(
             1 for p in dispatch_params
@@ -313,11 +321,18 @@ class Kernel:
     def __call__(self, *args, stream=None):
         """Dispatches, plans and launches; returns the plan's ``result``. ``stream``: None
         (the tensors' current stream), a CUstream handle or an object with .cuda_stream."""
-        descriptors = [TensorDesc.of(a) for a in args[: self._described]]
-        key = self.dispatch(*descriptors)
-        slot = self._slots.get(key)
-        if slot is None:
-            slot = self.slot(key)
+        descriptors = tuple([TensorDesc.of(a) for a in args[: self._described]])
+        # Dispatch is pure (the contract), so its result is memoized per descriptors: a
+        # repeated shape costs a dict lookup, not a Python dispatch. Bounded: a workload of
+        # ever-new shapes (a sweep) starts over rather than growing without limit.
+        dispatched = self._dispatched.get(descriptors)
+        if dispatched is None:
+            key = self.dispatch(*descriptors)
+            dispatched = (key, self.slot(key))
+            if len(self._dispatched) >= _DISPATCH_MEMO:
+                self._dispatched.clear()
+            self._dispatched[descriptors] = dispatched
+        key, slot = dispatched
         launch = self.plan(key, *args)
         _core.launch(self._capsule, slot, launch.grid, launch.block, launch.shared_memory,
                      stream, launch.args)
