@@ -15,6 +15,9 @@ Rows:
   * torch.addcmul(out=): a built-in op of similar arity (4 tensors);
   * a Triton kernel of 6 pointer arguments, and a CuPy RawKernel of 6, when installed;
   * zerojit's C++ hit path and the raw cuLaunchKernel of an empty kernel, timed in C++;
+  * a Python kernel (zerojit.Kernel: examples/python/user_kernel.py's axpby, 3 tensors and 3
+    scalars): the whole call (descriptors, Python dispatch, plan, launch), the same launch
+    with the key and plan already made (the core's share), and through torch.ops;
   * every DSv4 op called directly (the fast path), through torch.ops.zerojit (eager), an
     empty-bodied custom op registered the same way with the same arguments, the op inside a
     torch.compile'd function, and a CUDA graph holding the op (replay).
@@ -216,6 +219,35 @@ def cupy_call():
     return lambda: kernel((1,), (32,), tuple(arrays))
 
 
+def python_kernel_rows(rows):
+    """The Python-kernel rows: examples/python/user_kernel.py's Axpby, warmed first."""
+    import os
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples", "python"))
+    import user_kernel
+
+    kernel = user_kernel.Axpby()
+    zerojit.register(kernel)
+    zerojit.warmup_kernels([kernel], devices=[torch.cuda.current_device()])
+    x, y, out = (torch.zeros(4096, device="cuda") for _ in range(3))
+    kernel(x, y, out, 2.0, 0.5)
+    key = kernel.dispatch(*(zerojit.TensorDesc.of(t) for t in (x, y, out)))
+    slot, plan = kernel.slot(key), kernel.plan(key, x, y, out, 2.0, 0.5)
+    launch, capsule = zerojit._core.launch, kernel._capsule
+
+    @zerojit.torch_op("zerojit_bench::axpby", mutates_args=("out",))
+    def axpby(x: torch.Tensor, y: torch.Tensor, out: torch.Tensor, alpha: float,
+              beta: float) -> None:
+        kernel(x, y, out, alpha, beta)
+
+    rows["Python kernel (axpby): kernel(x, y, out, a, b)"] = lambda: kernel(x, y, out, 2.0, 0.5)
+    rows["Python kernel (axpby): launch only (key and plan made)"] = lambda: launch(
+        capsule, slot, plan.grid, plan.block, 0, None, plan.args)
+    rows["Python kernel (axpby): torch.ops (eager)"] = lambda: axpby.op(x, y, out, 2.0, 0.5)
+    rows["Python kernel (axpby): CUDA graph replay"] = graph_replay(
+        lambda: kernel(x, y, out, 2.0, 0.5))
+
+
 def graph_replay(call):
     call()
     torch.cuda.synchronize()
@@ -255,6 +287,10 @@ def main():
     del empty
 
     failures = []
+    try:
+        python_kernel_rows(rows)
+    except Exception as error:  # reported, the other rows still run
+        failures.append(f"Python kernel: {type(error).__name__}: {error}")
     for label, build in CASES.items():
         try:
             case = build()

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -70,7 +71,7 @@ WarmupReport WarmupRegistry::warmup(const WarmupOptions& options) const {
     Monitor::WarmupScope scope;  // warmup's own compiles are not runtime JIT
     report = run_warmup(manifest(), options);
   }
-  if (options.arm_monitor && Monitor::instance().mode() != MonitorMode::off) {
+  if (options.arm_monitor && report.ok() && Monitor::instance().mode() != MonitorMode::off) {
     Monitor::instance().arm();
     report.monitor_armed = true;
   }

@@ -45,6 +45,8 @@ struct Manifest {
   std::string to_json() const;
 };
 
+struct KeyReport;
+
 enum class ProgressStyle { automatic, bar, lines, none };
 
 struct KeyReport;
@@ -122,33 +124,40 @@ class WarmupRegistry {
   template <class KernelT>
   void add(KernelT& kernel, std::string tag,
            std::function<WarmupSpace<typename KernelT::Descriptors>()> build_space) {
+    add_expansion(kernel, std::move(tag),
+                  [&kernel, build_space = std::move(build_space)](
+                      std::vector<ManifestEntry>& entries, std::vector<std::string>& dead_axes) {
+                    const auto space = build_space();
+                    auto expansion =
+                        space.expand([&kernel](const typename KernelT::Descriptors& descriptors) {
+                          return kernel.dispatch(descriptors);
+                        });
+                    dead_axes = expansion.dead_axes;
+                    for (const auto& key : expansion.keys) {
+                      ManifestEntry entry;
+                      entry.kernel = &kernel;
+                      entry.key_text = describe(key);
+                      entry.key_json = to_json_text(key);
+                      entry.warm = [&kernel, key](std::string_view arch,
+                                                  std::span<const int> devices) {
+                        return kernel.warm(key, arch, devices);
+                      };
+                      entry.program = [&kernel, key] { return kernel.program(key); };
+                      entries.push_back(std::move(entry));
+                    }
+                  });
+  }
+
+  // Fills a kernel's manifest entries and dead axes (the names of its space's dead axes).
+  using Expansion =
+      std::function<void(std::vector<ManifestEntry>& entries, std::vector<std::string>& dead_axes)>;
+  // Registers a kernel whose keys are not a C++ type (a Python kernel, whose keys were expanded
+  // beforehand): `expand` fills the entries as add() does. Same duplicate rule as add().
+  void add_expansion(KernelBase& kernel, std::string tag, Expansion expand) {
     for (const auto& existing : registrations_) {
       if (existing.kernel == &kernel && existing.tag == tag) return;
     }
-    Registration registration;
-    registration.kernel = &kernel;
-    registration.tag = std::move(tag);
-    registration.expand = [&kernel, build_space = std::move(build_space)](
-                              std::vector<ManifestEntry>& entries,
-                              std::vector<std::string>& dead_axes) {
-      const auto space = build_space();
-      auto expansion = space.expand([&kernel](const typename KernelT::Descriptors& descriptors) {
-        return kernel.dispatch(descriptors);
-      });
-      dead_axes = expansion.dead_axes;
-      for (const auto& key : expansion.keys) {
-        ManifestEntry entry;
-        entry.kernel = &kernel;
-        entry.key_text = describe(key);
-        entry.key_json = to_json_text(key);
-        entry.warm = [&kernel, key](std::string_view arch, std::span<const int> devices) {
-          return kernel.warm(key, arch, devices);
-        };
-        entry.program = [&kernel, key] { return kernel.program(key); };
-        entries.push_back(std::move(entry));
-      }
-    };
-    registrations_.push_back(std::move(registration));
+    registrations_.push_back({&kernel, std::move(tag), std::move(expand)});
   }
 
   std::size_t registration_count() const { return registrations_.size(); }
@@ -158,15 +167,16 @@ class WarmupRegistry {
   Manifest manifest() const;
 
   // Compiles (and loads) the manifest. Failures are reported per key, naming kernel and key;
-  // the other keys still compile. Arms the monitor at the end when options.arm_monitor and the
-  // monitor's mode is not off.
+  // the other keys still compile. Arms the monitor at the end when options.arm_monitor, the
+  // monitor's mode is not off and no key failed: a monitor armed over a failed warmup would
+  // report (or refuse) the failed keys' first launches as if the space had missed them.
   WarmupReport warmup(const WarmupOptions& options = {}) const;
 
  private:
   struct Registration {
     KernelBase* kernel = nullptr;
     std::string tag;
-    std::function<void(std::vector<ManifestEntry>&, std::vector<std::string>&)> expand;
+    Expansion expand;
   };
   std::vector<Registration> registrations_;
 };

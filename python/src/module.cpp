@@ -12,4 +12,5 @@ PYBIND11_MODULE(_core, module) {
   zerojit::python::bind_fast_ops(module);
   zerojit::python::bind_benchmark(module);
   zerojit::python::bind_runtime(module);
+  zerojit::python::bind_py_kernels(module);
 }

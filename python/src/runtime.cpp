@@ -14,6 +14,7 @@
 
 #include "bindings.hpp"
 #include "dsv4/family.hpp"
+#include "py_kernel.hpp"
 #include "zerojit/disk_cache.hpp"
 #include "zerojit/zerojit.hpp"
 
@@ -94,17 +95,21 @@ class KeepCurrentContext {
   cuda::Context context_ = nullptr;
 };
 
-// Compiles (and loads) every key the configuration's kernels can ask for. Returns the report
-// as JSON and its one-line summary.
+// Compiles (and loads) every key the configuration's kernels can ask for, with the registered
+// Python kernels' keys (`kernels`, expanded by the caller) in the same pool; `dsv4` false
+// leaves the DSv4 family out. Returns the report as JSON and its one-line summary.
 std::tuple<std::string, std::string> warmup(
     const std::optional<std::string>& model, const std::optional<std::string>& model_json,
     const std::optional<std::string>& serving_json, const std::vector<int>& devices, int jobs,
     bool compile_only, const std::optional<std::string>& arch, const std::string& progress,
-    bool arm_monitor, bool compile_processes) {
+    bool arm_monitor, bool compile_processes, const py::object& kernels_list, bool dsv4_family,
+    const py::object& on_key) {
   const dsv4::AttentionKernels kernels(resolve_config(model, model_json, serving_json));
   WarmupRegistry registry;
-  kernels.register_warmup(registry);
+  if (dsv4_family) kernels.register_warmup(registry);
+  add_dynamic_registrations(registry, dynamic_registrations(kernels_list));
   WarmupOptions options;
+  options.on_progress = progress_bridge(on_key);
   options.arch = arch.value_or(kernels.config().serving.target_arch);
   options.devices = devices;
   options.compile_only = compile_only;
@@ -198,7 +203,8 @@ void bind_runtime(py::module_& module) {
              py::arg("devices") = std::vector<int>{}, py::arg("jobs") = 0,
              py::arg("compile_only") = false, py::arg("arch") = py::none(),
              py::arg("progress") = "none", py::arg("arm_monitor") = true,
-             py::arg("compile_processes") = false);
+             py::arg("compile_processes") = false, py::arg("kernels") = py::none(),
+             py::arg("dsv4") = true, py::arg("on_key") = py::none());
 
   module.def("monitor_mode", [] { return std::string(to_string(Monitor::instance().mode())); });
   module.def("set_monitor_mode", &set_monitor_mode, py::arg("mode"));

@@ -10,6 +10,10 @@ Their CPU references are in ``zerojit.reference``, the disk cache operations in
 ``zerojit.cache``.
 """
 
+from . import _nvrtc
+
+_nvrtc.configure()  # before the core first loads NVRTC
+
 from ._errors import (
     CompileError,
     ConfigError,
@@ -19,10 +23,25 @@ from ._errors import (
     LaunchError,
     RuntimeJitError,
     UnavailableError,
+    WarmupError,
 )
 from . import _core
 from . import cache, dsv4, monitor, reference
-from ._warmup import config, default_config, manifest, warmup
+from ._warmup import (
+    clear_registrations,
+    config,
+    default_config,
+    kernel_manifest,
+    manifest,
+    register,
+    registrations,
+    warmup,
+    warmup_kernels,
+)
+from . import hooks
+from .kernels import DType, Kernel, Launch, Program, TensorDesc
+from .spaces import Space, next_power_of_two
+from .torch_kernels import torch_op
 from .dsv4 import (
     compress_norm_rope_store,
     dequantize_and_gather_k_cache,
@@ -53,6 +72,9 @@ def _register_torch_ops():
 
 torch_ops = _register_torch_ops()
 
+if __import__("os").environ.get("ZEROJIT_PYTHON_LOGGING", "1") != "0":
+    hooks.install_logging()
+
 
 def driver_available():
     """Whether the CUDA driver could be loaded (never raises)."""
@@ -78,7 +100,22 @@ __all__ = [
     "LaunchError",
     "RuntimeJitError",
     "UnavailableError",
+    "WarmupError",
+    "DType",
+    "Kernel",
+    "Launch",
+    "Program",
+    "Space",
+    "TensorDesc",
     "cache",
+    "clear_registrations",
+    "hooks",
+    "kernel_manifest",
+    "next_power_of_two",
+    "register",
+    "registrations",
+    "torch_op",
+    "warmup_kernels",
     "config",
     "default_config",
     "device_count",

@@ -80,3 +80,17 @@ for _error_class in (
 ):
     _error_class.__module__ = "zerojit"
 del _error_class
+
+
+class WarmupError(Error):
+    """A warmup in which some keys failed; the message names every one, and the monitor was
+    not armed (its later reports would blame the space for keys that never compiled).
+
+    Attributes: ``failed`` (a list of ``{"kernel", "key", "arch", "error"}``) and ``report``
+    (the whole warmup report, as ``warmup()`` returns it).
+    """
+
+    def __init__(self, message, failed=None, report=None):
+        super().__init__(message)
+        self.failed = failed or []
+        self.report = report

@@ -1,11 +1,84 @@
-"""Model and serving configurations, manifests and warmup of the DSv4 kernel family."""
+"""Model and serving configurations, manifests and warmup of the DSv4 kernel family and of
+the registered Python kernels (zerojit.Kernel), in one compile pool."""
 
 import json
 import os
 
 from . import _core
+from ._errors import WarmupError
 
-__all__ = ["config", "default_config", "manifest", "warmup"]
+__all__ = [
+    "config",
+    "default_config",
+    "manifest",
+    "warmup",
+    "register",
+    "registrations",
+    "clear_registrations",
+    "kernel_manifest",
+    "warmup_kernels",
+]
+
+# (kernel, tag, space or None), in registration order; a (kernel, tag) pair once.
+_registrations = []
+
+
+def register(kernel, space=None, tag="default"):
+    """Registers a Python kernel (an instance or class of zerojit.Kernel) for warmup, with a
+    space (default: its warmup_space()). Registering a (kernel, tag) twice keeps the first, as
+    the C++ registry does (every layer of a type may register)."""
+    kernel = kernel() if isinstance(kernel, type) else kernel
+    for existing, existing_tag, _ in _registrations:
+        if existing is kernel and existing_tag == tag:
+            return
+    if space is None and kernel.warmup_space() is None:
+        raise ValueError(f"kernel {kernel.name}: no space given and no warmup_space() defined")
+    _registrations.append((kernel, str(tag), space))
+
+
+def registrations():
+    """The registered (kernel, tag) pairs."""
+    return [(kernel, tag) for kernel, tag, _ in _registrations]
+
+
+def clear_registrations():
+    _registrations.clear()
+
+
+def _expanded(kernels=None):
+    """The registrations as the core takes them: (kernel handle, tag, slots, dead axes). Keys
+    are interned here, with the GIL, so the compiles need no Python."""
+    selected = None
+    if kernels is not None:
+        chosen = [k() if isinstance(k, type) else k for k in kernels]
+        registered = {id(kernel) for kernel, _, _ in _registrations}
+        for kernel in chosen:
+            if id(kernel) not in registered:
+                raise ValueError(f"kernel {kernel.name} is not registered for warmup "
+                                 "(zerojit.register(kernel) first)")
+        selected = {id(k) for k in chosen}
+    out = []
+    for kernel, tag, space in _registrations:
+        if selected is not None and id(kernel) not in selected:
+            continue
+        expansion = kernel.expand(space)
+        slots = [kernel.slot(key) for key in expansion.keys]
+        out.append((kernel._core, tag, slots, expansion.dead_axes))
+    return out
+
+
+def kernel_manifest(kernels=None):
+    """The keys warmup compiles for the registered Python kernels (all, or those in
+    ``kernels``): ``{"entries": [{"kernel", "key", "text"}], "dead_axes": [{"kernel", "tag",
+    "axis"}]}``. Compiles nothing."""
+    entries, dead = _core.dynamic_manifest(_expanded(kernels))
+    return {
+        "entries": [
+            {"kernel": kernel, "key": json.loads(key_json), "text": text}
+            for kernel, text, key_json in entries
+        ],
+        "dead_axes": [{"kernel": k, "tag": t, "axis": a} for k, t, a in dead],
+    }
 
 
 def _config_args(model, serving):
@@ -69,6 +142,9 @@ def warmup(
     progress="none",
     arm_monitor=True,
     compile_processes=False,
+    kernels=True,
+    raise_on_failure=True,
+    on_key=None,
 ):
     """Compiles every kernel specialization this configuration can ask for, and loads each on
     every device, so that nothing compiles while serving.
@@ -88,18 +164,53 @@ def warmup(
         across processes, not threads: about 1.3x faster at 8 jobs). Forking a large process
         costs time, and no other thread should be compiling with zerojit meanwhile.
 
+    kernels: the registered Python kernels (zerojit.register) compile in the same pool: True
+        (all), False (none) or a list of kernels.
+    raise_on_failure: raise zerojit.WarmupError naming every failed key (False: report them in
+        the result only). Either way a failed warmup never arms the monitor.
+    on_key: called as on_key(kernel, key, origin, seconds, error, done, total) when each key
+        is done, from a worker thread (zerojit.hooks.tqdm_progress draws a tqdm bar with it).
+
     Returns the report as a dict: totals ({"keys", "compiled", "from_disk", "from_memory",
     "failed"}), per-kernel and per-key entries (each key with its origin, time and any error),
     archs, devices, wall_seconds, monitor_armed, compile_workers, compile_fallbacks, plus "ok"
-    and a one-line "summary". Compile
-    failures are reported per key (the other keys still compile), not raised.
+    and a one-line "summary". A failing key does not stop the others.
     """
+    return _run(_config_args(model, serving), True, devices, jobs, cache_dir, compile_only,
+                arch, monitor, progress, arm_monitor, compile_processes, kernels,
+                raise_on_failure, on_key)
+
+
+def warmup_kernels(
+    kernels=None,
+    *,
+    devices=None,
+    jobs=0,
+    cache_dir=None,
+    compile_only=False,
+    arch="sm_90a",
+    monitor=None,
+    progress="none",
+    arm_monitor=True,
+    compile_processes=False,
+    raise_on_failure=True,
+    on_key=None,
+):
+    """warmup() of the registered Python kernels only (all, or those in ``kernels``), without
+    the DSv4 family; the same options and report."""
+    return _run({}, False, devices, jobs, cache_dir, compile_only, arch, monitor, progress,
+                arm_monitor, compile_processes, True if kernels is None else list(kernels),
+                raise_on_failure, on_key)
+
+
+def _run(config_args, dsv4, devices, jobs, cache_dir, compile_only, arch, monitor, progress,
+         arm_monitor, compile_processes, kernels, raise_on_failure, on_key):
     if cache_dir is not None:
         _core.set_cache_dir(os.fspath(cache_dir))
     if monitor is not None:
         _core.set_monitor_mode(monitor)
     report_json, summary = _core.warmup(
-        **_config_args(model, serving),
+        **config_args,
         devices=list(devices) if devices is not None else [],
         jobs=int(jobs),
         compile_only=bool(compile_only),
@@ -107,8 +218,22 @@ def warmup(
         progress=progress,
         arm_monitor=bool(arm_monitor),
         compile_processes=bool(compile_processes),
+        kernels=None if kernels is False else _expanded(None if kernels is True else kernels),
+        dsv4=dsv4,
+        on_key=on_key,
     )
     report = json.loads(report_json)
     report["ok"] = report["totals"]["failed"] == 0
     report["summary"] = summary
+    if raise_on_failure and not report["ok"]:
+        failed = [
+            {"kernel": k["kernel"], "key": k["key"], "arch": k["arch"], "error": k["error"]}
+            for k in report["keys"]
+            if k["origin"] == "failed"
+        ]
+        lines = "".join(f"\n  {f['kernel']} [{f['key']}] on {f['arch']}: "
+                        f"{f['error'].splitlines()[0] if f['error'] else ''}" for f in failed)
+        raise WarmupError(
+            f"warmup failed for {len(failed)} of {report['totals']['keys']} keys (the monitor "
+            f"was not armed):{lines}", failed, report)
     return report

@@ -3,9 +3,12 @@
 // registry's union, dedupe and gating. NVRTC compiles for real; nothing touches a GPU.
 #include <gtest/gtest.h>
 
+#include <mutex>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "support/core_fixture.hpp"
 
@@ -325,6 +328,68 @@ TEST_F(Contract, CompileOnlyWarmupLoadsNothingAndUsesTheNamedArch) {
   EXPECT_TRUE(report.devices.empty());
   EXPECT_TRUE(backend->loads.empty());
   EXPECT_EQ(report.compiled(), 2);
+}
+
+TEST_F(Contract, AFailedWarmupNeverArmsTheMonitorAndReportsEachKeyToTheProgressCallback) {
+  Monitor::instance().set_mode(MonitorMode::warn);
+  std::mutex mutex;
+  std::vector<std::pair<std::string, std::size_t>> seen;  // key, done
+  std::size_t total_seen = 0;
+  WarmupOptions options{.jobs = 2, .progress = ProgressStyle::none};
+  options.on_progress = [&](const WarmupProgress& progress) {
+    std::lock_guard lock(mutex);
+    seen.emplace_back(progress.key->key, progress.done);
+    total_seen = progress.total;
+  };
+  const auto report = registry_for({1, 13}).warmup(options);  // variant 13 does not build
+  EXPECT_FALSE(report.ok());
+  EXPECT_FALSE(report.monitor_armed);
+  EXPECT_FALSE(Monitor::instance().armed());
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(total_seen, 2u);
+  std::set<std::size_t> done;
+  std::set<std::string> keys;
+  for (const auto& [key, count] : seen) {
+    done.insert(count);
+    keys.insert(key);
+  }
+  EXPECT_EQ(done, (std::set<std::size_t>{1, 2}));
+  EXPECT_EQ(keys, (std::set<std::string>{"variant=1", "variant=13"}));
+  // The same registry without the failing key arms it.
+  EXPECT_TRUE(
+      registry_for({1}).warmup(WarmupOptions{.progress = ProgressStyle::none}).monitor_armed);
+  Monitor::instance().disarm();
+  Monitor::instance().set_mode(MonitorMode::off);
+}
+
+TEST_F(Contract, AddExpansionRegistersPrebuiltEntriesOnceAndWarmsThem) {
+  auto& kernel = contract_kernel();
+  WarmupRegistry registry;
+  int expansions = 0;
+  const auto expand = [&](std::vector<ManifestEntry>& entries, std::vector<std::string>& dead) {
+    ++expansions;
+    dead = {"unused_axis"};
+    const ContractKey key{1};
+    ManifestEntry entry;
+    entry.kernel = &kernel;
+    entry.key_text = describe(key);
+    entry.key_json = to_json_text(key);
+    entry.warm = [&kernel, key](std::string_view arch, std::span<const int> devices) {
+      return kernel.warm(key, arch, devices);
+    };
+    entries.push_back(std::move(entry));
+  };
+  registry.add_expansion(kernel, "prebuilt", expand);
+  registry.add_expansion(kernel, "prebuilt", expand);  // a duplicate (kernel, tag): dropped
+  EXPECT_EQ(registry.registration_count(), 1u);
+  const Manifest manifest = registry.manifest();
+  ASSERT_EQ(manifest.size(), 1u);
+  ASSERT_EQ(manifest.dead_axes.size(), 1u);
+  EXPECT_EQ(manifest.dead_axes[0].axis, "unused_axis");
+  EXPECT_EQ(manifest.dead_axes[0].tag, "prebuilt");
+  const auto report = registry.warmup(WarmupOptions{.progress = ProgressStyle::none});
+  EXPECT_EQ(report.compiled(), 1);
+  EXPECT_EQ(expansions, 2);
 }
 
 }  // namespace

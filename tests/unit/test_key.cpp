@@ -4,6 +4,7 @@
 #include <tuple>
 #include <unordered_set>
 
+#include "zerojit/dynamic_key.hpp"
 #include "zerojit/key.hpp"
 
 namespace zerojit {
@@ -75,6 +76,42 @@ TEST(CompileKey, HashEqualityAndOrderFollowEveryField) {
   EXPECT_EQ(hashes.size(), 5u);
   EXPECT_EQ(ordered.size(), 5u);
   EXPECT_EQ(key_hash(SampleKey{}), key_hash(base));
+}
+
+// A key known only at run time (a Python kernel's) prints and renders as the C++ key with the
+// same fields does: the same text, JSON, template arguments and macros, hence the same program
+// identity.
+struct MixedKey {
+  DType dtype = DType::bf16;
+  int width = 8;
+  bool fast = true;
+  std::int64_t big = 5'000'000'000;
+  static constexpr auto fields() {
+    return std::tuple{field("dtype", &MixedKey::dtype), field("width", &MixedKey::width),
+                      field("fast", &MixedKey::fast), field("big", &MixedKey::big)};
+  }
+  auto operator<=>(const MixedKey&) const = default;
+};
+
+TEST(DynamicKey, RendersAsTheCppKeyWithTheSameFields) {
+  const MixedKey typed;
+  const DynamicKey dynamic{{{"dtype", DType::bf16},
+                            {"width", std::int64_t{8}},
+                            {"fast", true},
+                            {"big", std::int64_t{5'000'000'000}}}};
+  EXPECT_EQ(dynamic.text(), describe(typed));
+  EXPECT_EQ(dynamic.json(), to_json_text(typed));
+  EXPECT_EQ(dynamic.template_arguments(), template_arguments(typed));
+  EXPECT_EQ(dynamic.macro_definitions("P_"), macro_definitions(typed, "P_"));
+  EXPECT_EQ(dynamic.text(), "dtype=bf16, width=8, fast=true, big=5000000000");
+}
+
+TEST(DynamicKey, StringFieldsRenderVerbatim) {
+  const DynamicKey key{{{"op", std::string("cuda::std::plus<>")}}};
+  EXPECT_EQ(key.text(), "op=cuda::std::plus<>");
+  EXPECT_EQ(key.json(), R"({"op":"cuda::std::plus<>"})");
+  EXPECT_EQ(key.template_arguments(), "cuda::std::plus<>");
+  EXPECT_EQ(key.macro_definitions(), std::vector<std::string>{"-DZJ_OP=cuda::std::plus<>"});
 }
 
 }  // namespace

@@ -1,0 +1,147 @@
+#include "py_kernel.hpp"
+
+#include <algorithm>
+#include <map>
+
+namespace zerojit::python {
+
+KeySlot DynamicKernel::dispatch(const CallDescriptors&) const {
+  throw Error("kernel " + name() + ": a Python kernel dispatches in Python (zerojit.Kernel)");
+}
+
+const DynamicKernel::Slot& DynamicKernel::slot(std::int64_t index) const {
+  std::lock_guard lock(mutex_);
+  if (index < 0 || static_cast<std::size_t>(index) >= slots_.size()) {
+    throw Error("kernel " + name() + ": no interned key " + std::to_string(index));
+  }
+  return *slots_[static_cast<std::size_t>(index)];
+}
+
+Program DynamicKernel::program(const KeySlot& key) const {
+  const Slot& entry = slot(key.slot);
+  Program program;
+  program.kernel_name = name();
+  program.files = entry.files.get();
+  program.source_path = entry.program.source_path;
+  program.name_expressions = {entry.name_expression};
+  program.options = entry.options;
+  program.key_text = entry.text;
+  program.needs_toolkit_headers = entry.program.toolkit_headers;
+  return program;
+}
+
+std::int64_t DynamicKernel::intern(DynamicKey key, ProgramText text) {
+  std::string key_text = key.text();
+  {
+    std::lock_guard lock(mutex_);
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+      if (slots_[i]->text == key_text) return static_cast<std::int64_t>(i);
+    }
+  }
+  const std::string where = "kernel " + name() + " [" + key_text + "]: ";
+  if (text.function.empty()) throw Error(where + "the program names no kernel function");
+  bool has_entry = false;
+  for (const auto& [path, content] : text.files) has_entry = has_entry || path == text.source_path;
+  if (!has_entry) {
+    throw Error(where + "the program's source '" + text.source_path + "' is not among its files");
+  }
+  auto made = std::make_unique<Slot>();
+  Slot& entry = *made;
+  entry.json = key.json();
+  switch (text.rendering) {
+    case KeyRendering::template_arguments:
+      entry.name_expression = text.function + "<" + key.template_arguments() + ">";
+      entry.options = text.options;
+      break;
+    case KeyRendering::macros:
+      entry.name_expression = text.function;
+      entry.options = key.macro_definitions(text.macro_prefix);
+      entry.options.insert(entry.options.end(), text.options.begin(), text.options.end());
+      break;
+    case KeyRendering::none:
+      entry.name_expression = text.function;
+      entry.options = text.options;
+      break;
+  }
+  entry.key = std::move(key);
+  entry.text = std::move(key_text);
+  entry.program = std::move(text);
+  for (const auto& [path, content] : entry.program.files) entry.views.push_back({path, content});
+  entry.files = std::make_unique<EmbeddedFileSet>(entry.views);
+  // The program must resolve now, where the error reaches the Python caller that defined it,
+  // not in a warmup worker.
+  Program check;
+  check.kernel_name = name();
+  check.files = entry.files.get();
+  check.source_path = entry.program.source_path;
+  check.key_text = entry.text;
+  check.needs_toolkit_headers = entry.program.toolkit_headers;
+  (void)resolve_program_source(check);
+
+  std::lock_guard lock(mutex_);
+  for (std::size_t i = 0; i < slots_.size(); ++i) {  // interned meanwhile by another thread
+    if (slots_[i]->text == entry.text) return static_cast<std::int64_t>(i);
+  }
+  slots_.push_back(std::move(made));
+  return static_cast<std::int64_t>(slots_.size() - 1);
+}
+
+std::string DynamicKernel::slot_text(std::int64_t index) const { return slot(index).text; }
+std::string DynamicKernel::slot_json(std::int64_t index) const { return slot(index).json; }
+
+std::size_t DynamicKernel::slot_count() const {
+  std::lock_guard lock(mutex_);
+  return slots_.size();
+}
+
+void DynamicKernel::set_params(std::vector<ParamKind> kinds, std::vector<std::string> names) {
+  if (kinds.size() != names.size() || kinds.size() > static_cast<std::size_t>(kMaxKernelParams)) {
+    throw Error("kernel " + name() + ": " + std::to_string(kinds.size()) +
+                " parameters; a kernel takes at most " + std::to_string(kMaxKernelParams));
+  }
+  if (std::find(kinds.begin(), kinds.end(), ParamKind::tensor) == kinds.end()) {
+    throw Error("kernel " + name() +
+                ": the parameters hold no tensor; a launch's first CUDA tensor selects its device");
+  }
+  std::lock_guard lock(mutex_);
+  param_kinds_ = std::move(kinds);
+  param_names_ = std::move(names);
+}
+
+DynamicKernel& DynamicKernel::named(const std::string& name) {
+  // Never destroyed: executors and the monitor's counters refer to the kernels until exit, and
+  // no destructor order at exit could be right for a kernel Python still launches.
+  static std::mutex mutex;
+  static auto* kernels = new std::map<std::string, std::unique_ptr<DynamicKernel>>();
+  std::lock_guard lock(mutex);
+  auto& kernel = (*kernels)[name];
+  if (!kernel) kernel = std::make_unique<DynamicKernel>(name);
+  return *kernel;
+}
+
+void add_dynamic_registrations(WarmupRegistry& registry,
+                               const std::vector<DynamicRegistration>& registrations) {
+  for (const DynamicRegistration& registration : registrations) {
+    DynamicKernel& kernel = *registration.kernel;
+    registry.add_expansion(kernel, registration.tag,
+                           [&kernel, registration](std::vector<ManifestEntry>& entries,
+                                                   std::vector<std::string>& dead_axes) {
+                             dead_axes = registration.dead_axes;
+                             for (const std::int64_t slot : registration.slots) {
+                               const KeySlot key{slot};
+                               ManifestEntry entry;
+                               entry.kernel = &kernel;
+                               entry.key_text = kernel.slot_text(slot);
+                               entry.key_json = kernel.slot_json(slot);
+                               entry.warm = [&kernel, key](std::string_view arch,
+                                                           std::span<const int> devices) {
+                                 return kernel.warm(key, arch, devices);
+                               };
+                               entry.program = [&kernel, key] { return kernel.program(key); };
+                               entries.push_back(std::move(entry));
+                             }
+                           });
+  }
+}
+
+}  // namespace zerojit::python

@@ -1,0 +1,108 @@
+// A kernel defined in Python (zerojit.Kernel), held by the same C++ core as every C++ kernel:
+// the executor cache, the artifact tiers, the monitor and the warmup registry.
+//
+// Its keys are Python values the core cannot name as a C++ type, so each distinct key is
+// interned once, with the GIL held, into a slot: the key's fields (DynamicKey, rendered as C++
+// keys are) and the program Python produced for it. The executor cache is keyed by the slot,
+// so a warmed launch is the same lock-free lookup as a C++ kernel's; compiles read the slot's
+// program in C++ and never call back into Python, so they run in the warmup pool without the
+// GIL.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "zerojit/dynamic_key.hpp"
+#include "zerojit/zerojit.hpp"
+
+namespace zerojit::python {
+
+// An interned key of a Python kernel.
+struct KeySlot {
+  std::int64_t slot = -1;
+  static constexpr auto fields() { return std::tuple{field("slot", &KeySlot::slot)}; }
+  auto operator<=>(const KeySlot&) const = default;
+};
+
+// A launch's tensors, described only for a miss's messages (the monitor, a refusal).
+struct CallDescriptors {
+  std::string tensors;
+  static constexpr auto fields() { return std::tuple{field("tensors", &CallDescriptors::tensors)}; }
+};
+
+// How a program renders its key (what zerojit.Program's `key_as` names).
+enum class KeyRendering { template_arguments, macros, none };
+
+// What Python hands over for one key: everything Program needs, by value.
+struct ProgramText {
+  std::string source_path;                                 // the entry file, among `files`
+  std::vector<std::pair<std::string, std::string>> files;  // path -> content (entry + headers)
+  std::string function;                                    // e.g. "zj::examples::axpby"
+  KeyRendering rendering = KeyRendering::template_arguments;
+  std::string macro_prefix = "ZJ_";
+  std::vector<std::string> options;
+  bool toolkit_headers = false;
+};
+
+// Kernel parameter kinds, in the order the plan's arguments come (zerojit.Kernel.params).
+enum class ParamKind : std::uint8_t { tensor, i32, i64, u32, u64, f32, f64, boolean, pointer };
+
+class DynamicKernel final : public JitKernel<DynamicKernel, KeySlot, CallDescriptors> {
+ public:
+  explicit DynamicKernel(std::string name) : JitKernel(std::move(name)) {}
+
+  // Dispatch is the Python kernel's own; the core never evaluates it.
+  KeySlot dispatch(const CallDescriptors&) const override;
+  Program program(const KeySlot& key) const override;
+
+  // The slot of `key` (the same slot for the same key text), its program stored with it.
+  // Throws zerojit::Error naming the kernel and the key when the program is malformed.
+  std::int64_t intern(DynamicKey key, ProgramText text);
+  std::string slot_text(std::int64_t slot) const;
+  std::string slot_json(std::int64_t slot) const;
+  std::size_t slot_count() const;
+
+  // The parameter list every launch packs (set once by the Python kernel).
+  void set_params(std::vector<ParamKind> kinds, std::vector<std::string> names);
+  const std::vector<ParamKind>& param_kinds() const { return param_kinds_; }
+  const std::vector<std::string>& param_names() const { return param_names_; }
+
+  // The kernel of this name, made on first use and alive for the process (a launch in flight
+  // or a warmed executor may refer to it at any time, as to a C++ kernel's singleton).
+  static DynamicKernel& named(const std::string& name);
+
+ private:
+  struct Slot {
+    DynamicKey key;
+    std::string text;
+    std::string json;
+    ProgramText program;
+    std::vector<EmbeddedFile> views;  // into program.files
+    std::unique_ptr<EmbeddedFileSet> files;
+    std::string name_expression;
+    std::vector<std::string> options;
+  };
+  const Slot& slot(std::int64_t index) const;
+
+  mutable std::mutex mutex_;  // guards slots_; a Slot never moves once made (views into it)
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::vector<ParamKind> param_kinds_;
+  std::vector<std::string> param_names_;
+};
+
+// One Python kernel's registration for a warmup: its interned keys and dead axes.
+struct DynamicRegistration {
+  DynamicKernel* kernel = nullptr;
+  std::string tag;
+  std::vector<std::int64_t> slots;
+  std::vector<std::string> dead_axes;
+};
+
+void add_dynamic_registrations(WarmupRegistry& registry,
+                               const std::vector<DynamicRegistration>& registrations);
+
+}  // namespace zerojit::python

@@ -1,0 +1,420 @@
+"""CPU tests of the Python kernel API (zerojit.Kernel): keys, dispatch, programs and their
+identity against a C++ kernel's, spaces (the C++ primitives), dead axes and the bound,
+warmup through the shared registry (compile-only, NVRTC needed), WarmupError, the engine
+hooks (logging, monitor, progress, vLLM modes), the NVRTC wheel finder, `python -m zerojit`
+and the extension's stubs. Needs neither a GPU nor PyTorch.
+"""
+
+import ast
+import dataclasses
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import unittest
+
+os.environ.setdefault("ZEROJIT_CACHE_DIR", tempfile.mkdtemp(prefix="zerojit-kernels-test-"))
+os.environ.pop("ZEROJIT_MONITOR", None)
+
+import pytorch_nvrtc  # noqa: E402,F401  (before zerojit)
+import zerojit  # noqa: E402
+from zerojit import DType, Launch, Program, Space, TensorDesc  # noqa: E402
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+KERNELS = os.path.join(REPO, "kernels")
+sys.path.insert(0, os.path.join(REPO, "examples", "python"))
+import user_kernel  # noqa: E402
+
+needs_nvrtc = unittest.skipUnless(zerojit.nvrtc_available(), "NVRTC is not available")
+
+
+@dataclasses.dataclass(frozen=True)
+class ScaleAddKey:
+    dtype: DType
+    vector_width: int
+
+
+class ScaleAddTwin(zerojit.Kernel):
+    """examples.scale_add (kernels/examples/scale_add) written in Python: same name, source,
+    key and options, so its identity must be the C++ kernel's."""
+
+    name = "examples.scale_add"
+    Key = ScaleAddKey
+    params = (("x", "tensor"),)
+
+    def dispatch(self, x):
+        return ScaleAddKey(x.dtype, 4 if x.shape[0] % 4 == 0 else 1)
+
+    def program(self, key):
+        return Program.from_file(os.path.join(KERNELS, "examples/scale_add/scale_add.cu"),
+                                 "zj::examples::scale_add_kernel", root=KERNELS)
+
+
+@dataclasses.dataclass(frozen=True)
+class MacroKey:
+    block: int
+    fast: bool
+    op: str
+    dtype: DType
+
+
+class MacroKernel(zerojit.Kernel):
+    name = "test.macros"
+    Key = MacroKey
+    params = (("n", "i64"), ("x", "tensor"))
+
+    def dispatch(self, x):
+        return MacroKey(128, x.alignment >= 16, "plus", x.dtype)
+
+    def program(self, key):
+        return Program(source="extern \"C\" __global__ void k(float* x, long long n) {}",
+                       function="k", key_as="macros", macro_prefix="T_", options=("-lineinfo",))
+
+
+@dataclasses.dataclass(frozen=True)
+class BrokenKey:
+    variant: int
+
+
+class BrokenKernel(zerojit.Kernel):
+    """Variant 1 does not compile."""
+
+    name = "test.broken"
+    Key = BrokenKey
+    params = (("x", "tensor"),)
+
+    def dispatch(self, x):
+        return BrokenKey(x.shape[0] % 2)
+
+    def program(self, key):
+        body = "x[0] = 1.0f;" if key.variant == 0 else "this is not C++;"
+        return Program(source=f"template <int V> __global__ void k(float* x) {{ {body} }}",
+                       function="k")
+
+    def warmup_space(self):
+        return Space(lambda p: (TensorDesc.contiguous(DType.f32, (p["n"],)),)).range("n", 2, 3)
+
+
+class KeyTest(unittest.TestCase):
+    def test_key_text_and_rendering_are_the_cores(self):
+        kernel = user_kernel.Axpby()
+        key = user_kernel.AxpbyKey(DType.bf16, 8)
+        self.assertEqual(kernel.key_text(key), "dtype=bf16, vector_width=8")
+        source, name_expression, options, text = kernel._core.program(kernel.slot(key))
+        self.assertEqual(source, "user/axpby.cu")
+        self.assertEqual(name_expression, "user::axpby_kernel<zj::bf16_t, 8>")
+        self.assertEqual(text, "dtype=bf16, vector_width=8")
+        self.assertEqual(kernel.slot(key), kernel.slot(user_kernel.AxpbyKey(DType.bf16, 8)))
+
+    def test_macros_render_every_field_kind(self):
+        kernel = MacroKernel()
+        key = kernel.dispatch(TensorDesc.contiguous(DType.f16, (8,), alignment=16))
+        _, name_expression, options, text = kernel._core.program(kernel.slot(key))
+        self.assertEqual(name_expression, "k")
+        self.assertEqual(options, ["-DT_BLOCK=128", "-DT_FAST=true", "-DT_OP=plus",
+                                   "-DT_DTYPE=zj::f16_t", "-lineinfo"])
+        self.assertEqual(text, "block=128, fast=true, op=plus, dtype=f16")
+
+    def test_dispatch_from_descriptors(self):
+        kernel = user_kernel.Axpby()
+        aligned = TensorDesc.contiguous(DType.f32, (1024,), alignment=256)
+        unaligned = TensorDesc.contiguous(DType.f32, (1024,), alignment=4)
+        self.assertEqual(kernel.dispatch(aligned, aligned, aligned).vector_width, 4)
+        self.assertEqual(kernel.dispatch(aligned, unaligned, aligned).vector_width, 1)
+        odd = TensorDesc.contiguous(DType.f16, (1023,))
+        self.assertEqual(kernel.dispatch(odd, odd, odd), user_kernel.AxpbyKey(DType.f16, 1))
+        with self.assertRaises(zerojit.InvalidArgument) as raised:
+            kernel.dispatch(aligned, odd, aligned)
+        self.assertEqual((raised.exception.kernel, raised.exception.argument), ("user.axpby", "y"))
+
+    def test_contiguity_as_the_cpp_check(self):
+        self.assertTrue(TensorDesc(DType.f32, (4, 1, 3), (3, 99, 1)).is_contiguous())
+        self.assertFalse(TensorDesc(DType.f32, (4, 3), (1, 4)).is_contiguous())
+        self.assertEqual(TensorDesc.contiguous("bf16", (2, 3, 4)).strides, (12, 4, 1))
+
+    def test_dtype_enum_is_the_cores(self):
+        self.assertEqual([d.value for d in DType], zerojit._core.dtype_names())
+        self.assertIs(DType.of("bf16"), DType.bf16)
+        with self.assertRaisesRegex(ValueError, "'float' is not a zerojit dtype"):
+            DType.of("float")
+
+    def test_bad_key_types_name_the_kernel_and_field(self):
+        @dataclasses.dataclass(frozen=True)
+        class FloatKey:
+            scale: float
+
+        class FloatKernel(zerojit.Kernel):
+            name = "test.float_key"
+            Key = FloatKey
+            params = (("x", "tensor"),)
+
+        with self.assertRaises(zerojit.InvalidArgument) as raised:
+            FloatKernel()
+        self.assertIn("key field 'scale'", str(raised.exception))
+        self.assertEqual(raised.exception.argument, "scale")
+
+        kernel = user_kernel.Axpby()
+        with self.assertRaisesRegex(zerojit.InvalidArgument, "field 'vector_width' must be int"):
+            kernel.slot(user_kernel.AxpbyKey(DType.f32, "4"))
+        with self.assertRaisesRegex(zerojit.InvalidArgument, "not AxpbyKey"):
+            kernel.slot(ScaleAddKey(DType.f32, 4))
+
+    def test_bad_kernel_declarations(self):
+        class NoParams(zerojit.Kernel):
+            name = "test.no_tensor"
+            Key = BrokenKey
+            params = (("n", "i64"),)
+
+        with self.assertRaisesRegex(zerojit.Error, "test.no_tensor.*no tensor"):
+            NoParams()
+
+        class BadParam(zerojit.Kernel):
+            name = "test.bad_param"
+            Key = BrokenKey
+            params = (("x", "float"),)
+
+        with self.assertRaisesRegex(zerojit.InvalidArgument, "test.bad_param.*'x', 'float'"):
+            BadParam()
+
+        user_kernel.Axpby()  # holds the name
+
+        class Taken(zerojit.Kernel):
+            name = "user.axpby"
+            Key = BrokenKey
+            params = (("x", "tensor"),)
+
+        with self.assertRaisesRegex(zerojit.InvalidArgument, "the name is taken by Axpby"):
+            Taken()
+
+    def test_program_errors_name_kernel_and_key(self):
+        class Missing(zerojit.Kernel):
+            name = "test.missing_header"
+            Key = BrokenKey
+            params = (("x", "tensor"),)
+
+            def program(self, key):
+                return Program(source='#include "nowhere.cuh"\n', function="k")
+
+        with self.assertRaisesRegex(zerojit.Error, r"test.missing_header.*nowhere\.cuh"):
+            Missing().slot(BrokenKey(0))
+
+
+@needs_nvrtc
+class IdentityTest(unittest.TestCase):
+    def test_identity_equals_the_cpp_kernels(self):
+        twin = ScaleAddTwin()
+        for dtype, width in ((DType.f32, 4), (DType.f64, 1)):
+            with self.subTest(dtype=dtype, width=width):
+                self.assertEqual(
+                    twin.identity(ScaleAddKey(dtype, width), "sm_90a"),
+                    zerojit._core.scale_add_identity(dtype.value, width, "sm_90a"))
+        self.assertNotEqual(twin.identity(ScaleAddKey(DType.f32, 4), "sm_90a"),
+                            zerojit._core.scale_add_identity("f32", 1, "sm_90a"))
+        self.assertNotEqual(twin.identity(ScaleAddKey(DType.f32, 4), "sm_100a"),
+                            zerojit._core.scale_add_identity("f32", 4, "sm_90a"))
+
+
+class SpaceTest(unittest.TestCase):
+    def test_axes_in_odometer_order(self):
+        space = Space().choices("a", ["x", "y"]).range("b", 1, 5, 2)
+        self.assertEqual(space.points(), [{"a": a, "b": b} for a in "xy" for b in (1, 3, 5)])
+
+    def test_advance_covers_last(self):
+        points = Space().advance("n", 1, 100).points()
+        self.assertEqual([p["n"] for p in points], [1, 2, 4, 8, 16, 32, 64, 100])
+        with self.assertRaisesRegex(zerojit.Error, "advance from 3 gave 3, which does not increase"):
+            Space().advance("n", 3, 10, lambda v: v)
+
+    def test_zip_and_filter(self):
+        space = (Space().zip(("block", "gather"), [(16, True), (64, False)])
+                 .choices("d", [1, 2]).filter("small", lambda p: p["block"] * p["d"] < 100))
+        self.assertEqual(space.points(), [{"block": 16, "gather": True, "d": 1},
+                                          {"block": 16, "gather": True, "d": 2},
+                                          {"block": 64, "gather": False, "d": 1}])
+        with self.assertRaisesRegex(zerojit.Error, r"block\+gather: row 1 .* must hold 2"):
+            Space().zip(("block", "gather"), [(1, 2), (3,)])
+        with self.assertRaisesRegex(zerojit.Error, "axis 'd' is defined twice"):
+            Space().choices("d", [1]).range("d", 1, 2)
+
+    def test_expand_dedups_and_reports_dead_axes(self):
+        space = (Space().choices("dtype", ["f32", "bf16"]).range("batch", 1, 4)
+                 .advance("n", 1, 64).filter("drop", lambda p: p["batch"] != 2))
+        expansion = space.expand(lambda p: (p["dtype"], p["n"] % 4 == 0))
+        self.assertEqual(expansion.keys, [("f32", False), ("f32", True), ("bf16", False),
+                                          ("bf16", True)])
+        self.assertEqual(expansion.dead_axes, ["batch"])
+        self.assertEqual((expansion.points, expansion.filtered_out), (2 * 4 * 7, 2 * 7))
+
+    def test_bound(self):
+        with self.assertRaisesRegex(zerojit.Error, "axis 'n' from 0 to 99 has more than 10"):
+            Space().bound(10).range("n", 0, 99)
+        space = Space().bound(10).range("a", 1, 4).range("b", 1, 4)
+        with self.assertRaisesRegex(zerojit.Error, r"a\(4\) x b\(4\) has more than 10 points"):
+            space.points()
+
+    def test_dispatch_rejection_names_the_point_and_kernel(self):
+        kernel = user_kernel.Axpby()
+        space = Space(lambda p: [TensorDesc.contiguous(p["dtype"], (8,))] * 3).choices(
+            "dtype", [DType.f32, DType.f64])
+        with self.assertRaisesRegex(zerojit.Error,
+                                    r"user.axpby: .*point \{dtype=f64\} was rejected by dispatch"):
+            kernel.expand(space)
+
+    def test_the_examples_space(self):
+        expansion = user_kernel.Axpby().expand()
+        self.assertEqual(len(expansion.keys), 4)
+        self.assertEqual(expansion.dead_axes, [])
+        self.assertEqual(expansion.points, 2 * 21 * 2)
+
+
+@needs_nvrtc
+class WarmupTest(unittest.TestCase):
+    def setUp(self):
+        zerojit.clear_registrations()
+        zerojit.monitor.disarm()
+        zerojit.monitor.set_mode("off")
+
+    tearDown = setUp
+
+    def test_compile_only_warmup_and_manifest(self):
+        zerojit.register(user_kernel.Axpby)
+        zerojit.register(user_kernel.Axpby())  # the same registration: kept once
+        self.assertEqual(len(zerojit.registrations()), 1)
+        manifest = zerojit.kernel_manifest()
+        self.assertEqual([e["text"] for e in manifest["entries"]],
+                         ["dtype=bf16, vector_width=1", "dtype=bf16, vector_width=8",
+                          "dtype=f32, vector_width=1", "dtype=f32, vector_width=4"])
+        done = []
+        lock = threading.Lock()
+
+        def on_key(kernel, key, origin, seconds, error, finished, total):
+            with lock:
+                done.append((kernel, key, origin, finished, total))
+
+        report = zerojit.warmup_kernels(compile_only=True, jobs=2, monitor="warn", on_key=on_key)
+        self.assertTrue(report["ok"])
+        self.assertEqual(report["totals"]["keys"], 4)
+        self.assertTrue(report["monitor_armed"])
+        self.assertEqual(sorted(d[3] for d in done), [1, 2, 3, 4])
+        self.assertEqual({d[4] for d in done}, {4})
+        self.assertEqual({d[1] for d in done}, {e["text"] for e in manifest["entries"]})
+
+    def test_failed_warmup_raises_naming_keys_and_does_not_arm(self):
+        zerojit.register(BrokenKernel)
+        with self.assertRaises(zerojit.WarmupError) as raised:
+            zerojit.warmup_kernels(compile_only=True, jobs=2, monitor="error")
+        error = raised.exception
+        self.assertIn("test.broken [variant=1]", str(error))
+        self.assertEqual([f["key"] for f in error.failed], ["variant=1"])
+        self.assertFalse(zerojit.monitor.armed())
+        report = zerojit.warmup_kernels(compile_only=True, raise_on_failure=False, monitor="warn")
+        self.assertEqual(report["totals"]["failed"], 1)
+        self.assertFalse(report["monitor_armed"])
+
+    def test_python_and_cpp_kernels_share_one_pool(self):
+        zerojit.register(user_kernel.Axpby)
+        report = zerojit.warmup(compile_only=True, jobs=2, arch="sm_90a", cache_dir=None)
+        kernels = [k["kernel"] for k in report["kernels"]]
+        self.assertIn("user.axpby", kernels)
+        self.assertTrue(any(k.startswith("dsv4.") for k in kernels))
+        self.assertEqual(report["totals"]["keys"], len(zerojit.manifest()) + 4)
+
+    def test_warming_an_unregistered_kernel_is_an_error(self):
+        with self.assertRaisesRegex(ValueError, "kernel user.axpby is not registered"):
+            zerojit.warmup_kernels([user_kernel.Axpby], compile_only=True)
+
+    def test_kernel_compile_origin(self):
+        kernel = user_kernel.Axpby()
+        key = user_kernel.AxpbyKey(DType.f32, 4)
+        kernel.compile(key)
+        self.assertEqual(kernel.compile(key), "memory")
+
+
+class LaunchErrorTest(unittest.TestCase):
+    def test_host_tensors_are_refused_by_name(self):
+        try:
+            import numpy
+        except ImportError:
+            self.skipTest("numpy is not installed")
+        kernel = user_kernel.Axpby()
+        slot = kernel.slot(user_kernel.AxpbyKey(DType.f32, 1))
+        x = numpy.zeros(4, numpy.float32)
+        with self.assertRaises(zerojit.InvalidArgument) as raised:
+            zerojit._core.launch(kernel._capsule, slot, 1, 256, 0, None, (x, x, x, 1.0, 1.0, 4))
+        self.assertEqual((raised.exception.kernel, raised.exception.argument), ("user.axpby", "x"))
+        self.assertIn("must be a CUDA tensor", str(raised.exception))
+        with self.assertRaisesRegex(zerojit.InvalidArgument, "tuple of 6 arguments"):
+            zerojit._core.launch(kernel._capsule, slot, 1, 256, 0, None, (x,))
+        with self.assertRaisesRegex(zerojit.InvalidArgument, "grid.*tuple of 1 to 3"):
+            zerojit._core.launch(kernel._capsule, slot, (1, 1, 1, 1), 256, 0, None, ())
+        macros = MacroKernel()
+        macro_slot = macros.slot(macros.dispatch(TensorDesc.contiguous(DType.f32, (4,))))
+        with self.assertRaisesRegex(zerojit.InvalidArgument, r"'n'.*must be an int"):
+            zerojit._core.launch(macros._capsule, macro_slot, 1, 256, 0, None, ("four", x))
+        with self.assertRaises(ValueError):  # not a kernel capsule
+            zerojit._core.launch(object(), slot, 1, 256, 0, None, ())
+
+
+class HooksTest(unittest.TestCase):
+    def test_log_lines_reach_python_logging_from_any_thread(self):
+        with self.assertLogs("zerojit", level="INFO") as logs:
+            zerojit._core.log("warning", "test", "from the main thread")
+            worker = threading.Thread(target=zerojit._core.log,
+                                      args=("info", "test", "from a worker"))
+            worker.start()
+            worker.join()
+        self.assertEqual(logs.output, ["WARNING:zerojit:test: from the main thread",
+                                       "INFO:zerojit:test: from a worker"])
+        self.assertEqual(logs.records[0].zerojit_component, "test")
+
+    def test_vllm_monitor_modes(self):
+        m = zerojit.hooks.monitor_mode_from_vllm
+        self.assertEqual([m(None), m("off"), m("WARN"), m("error")], ["off", "off", "warn", "error"])
+        with self.assertRaisesRegex(ValueError, "--jit-monitor-mode='loud'"):
+            m("loud")
+        zerojit.hooks.configure_from_vllm("error", jit_monitor_verbose=True)
+        try:
+            self.assertEqual((zerojit.monitor.mode(), zerojit.monitor.verbose()), ("error", True))
+        finally:
+            zerojit.hooks.configure_from_vllm("off")
+
+    def test_nvrtc_from_the_wheel_layout(self):
+        root = tempfile.mkdtemp()
+        lib = os.path.join(root, "nvidia", "cu13", "lib")
+        os.makedirs(lib)
+        open(os.path.join(lib, "libnvrtc.so.13"), "w").close()
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, *sys.path]))
+        env.pop("ZEROJIT_NVRTC_LIBRARY", None)
+        code = "import zerojit._nvrtc as n; print(n.configure())"
+        found = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                               text=True, check=True).stdout.strip()
+        self.assertEqual(found, os.path.join(lib, "libnvrtc.so.13"))
+        env["ZEROJIT_NVRTC_LIBRARY"] = "/chosen/libnvrtc.so.13"
+        chosen = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                                text=True, check=True).stdout.strip()
+        self.assertEqual(chosen, "/chosen/libnvrtc.so.13")
+
+    def test_python_m_zerojit_execs_the_tool(self):
+        env = dict(os.environ, ZEROJIT_TOOL="/bin/echo", PYTHONPATH=os.pathsep.join(sys.path))
+        out = subprocess.run([sys.executable, "-m", "zerojit", "cache", "list"], env=env,
+                             capture_output=True, text=True, check=True).stdout
+        self.assertEqual(out, "cache list\n")
+
+    def test_stubs_cover_the_extension(self):
+        stub = os.path.join(os.path.dirname(zerojit.__file__), "_core.pyi")
+        with open(stub, encoding="utf-8") as handle:
+            tree = ast.parse(handle.read())
+        named = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        named |= {n.target.id for n in tree.body if isinstance(n, ast.AnnAssign)}
+        public = {n for n in dir(zerojit._core) if not n.startswith("_")}
+        errors = {n for n in public if isinstance(getattr(zerojit._core, n), type)
+                  and issubclass(getattr(zerojit._core, n), BaseException)}
+        self.assertEqual(public - errors - named, set())
+        self.assertEqual(named - public, set())
+        self.assertTrue(os.path.isfile(os.path.join(os.path.dirname(stub), "py.typed")))
+
+
+if __name__ == "__main__":
+    unittest.main()
