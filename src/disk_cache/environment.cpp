@@ -5,6 +5,7 @@
 #include "disk_cache/impl.hpp"
 #include "zerojit/bytes.hpp"
 #include "zerojit/error.hpp"
+#include "zerojit/remote_cache.hpp"
 
 namespace zerojit {
 
@@ -52,13 +53,16 @@ DiskCacheOptions default_disk_cache_options() {
 
 std::shared_ptr<ArtifactStore> make_default_artifact_store() {
   try {
-    if (!default_cache_root()) return nullptr;  // ZEROJIT_CACHE_DIR=off
-    return std::make_shared<DiskCache>(default_disk_cache_options());
+    if (!default_cache_root()) {
+      return with_remote_cache_from_environment(nullptr);  // ZEROJIT_CACHE_DIR=off
+    }
+    return with_remote_cache_from_environment(
+        std::make_shared<DiskCache>(default_disk_cache_options()));
   } catch (const std::exception& error) {
     std::fprintf(stderr, "zerojit cache: %s; using the defaults\n", error.what());
     DiskCacheOptions options;
     if (const auto root = default_cache_root()) options.root = *root;
-    return std::make_shared<DiskCache>(std::move(options));
+    return with_remote_cache_from_environment(std::make_shared<DiskCache>(std::move(options)));
   }
 }
 

@@ -10,7 +10,8 @@ namespace zerojit::tool {
 namespace {
 
 const std::vector<std::string> kCommands = {"warmup", "keys", "run", "cache"};
-const std::vector<std::string> kCacheActions = {"ls", "verify", "gc", "clear", "explain"};
+const std::vector<std::string> kCacheActions = {"ls",      "verify", "gc",  "clear",
+                                                "explain", "push",   "pull"};
 
 // "ls, verify, gc, clear and explain"
 std::string listed(const std::vector<std::string>& words, const std::string& last = " and ") {
@@ -61,6 +62,13 @@ void add_json_flag(CLI::App& app, bool& target) {
                "Machine-readable output: one JSON document on standard output (docs/TOOL.md)");
 }
 
+CLI::Option* add_remote_option(CLI::App& app, const std::string& command, std::string& target) {
+  return add_text_option(app, command, "--remote-cache", target, "URL",
+                         "A Redis cache shared by hosts, after the disk: redis://[user:password@]"
+                         "host[:port][/db], rediss://..., unix:///path (also "
+                         "$ZEROJIT_REMOTE_CACHE; docs/CACHE.md)");
+}
+
 void add_cache_selection(CLI::App& app, const std::string& command, CacheSelection& selection) {
   add_text_option(app, command, "--cache-dir", selection.cache_dir, "DIR",
                   "Compile cache root (default: $ZEROJIT_CACHE_DIR, $XDG_CACHE_HOME/zerojit or "
@@ -74,6 +82,7 @@ void add_cache_selection(CLI::App& app, const std::string& command, CacheSelecti
                "Accept a cache root or layer other users can write (also "
                "ZEROJIT_CACHE_ALLOW_SHARED=1; docs/CACHE.md)")
       ->group("Cache");
+  add_remote_option(app, command, selection.remote_cache)->group("Cache");
 }
 
 void add_warmup(CLI::App& app, WarmupCommand& command) {
@@ -203,6 +212,27 @@ void add_cache(CLI::App& app, CacheCommand& command) {
   add_text_option(*explain, "cache explain", "--nvrtc-version", command.nvrtc_version, "VERSION",
                   "NVRTC version to explain for (default: this machine's)");
   explain->add_flag("--misses", command.misses_only, "Only keys that miss");
+  for (const char* action : {"push", "pull"}) {
+    const bool push = std::string_view(action) == "push";
+    CLI::App* sub = add_cache_action(
+        *cache, action,
+        push ? "Copy the manifest's entries from the disk cache to the remote (--remote-cache)"
+             : "Copy the manifest's entries from the remote (--remote-cache) to the disk cache",
+        command);
+    const std::string name = std::string("cache ") + action;
+    add_remote_option(*sub, name, command.remote_cache);
+    sub->add_flag("--examples", command.examples,
+                  "The built-in example kernels' manifest instead of the default DSv4 one");
+    sub->add_option_function<std::string>(
+           "--arch",
+           [&command, name](const std::string& arch) {
+             refuse_option_as_value(name, "--arch", arch);
+             check_arch(name, "--arch", arch);
+             command.arch = arch;
+           },
+           "Target arch [sm_90a]")
+        ->type_name("ARCH");
+  }
 }
 
 // The options of the command being parsed, for "did you mean".
@@ -355,6 +385,8 @@ CommandLine parse_command_line(const std::vector<std::string>& arguments) {
                         : action == "verify" ? CacheAction::verify
                         : action == "gc"     ? CacheAction::gc
                         : action == "clear"  ? CacheAction::clear
+                        : action == "push"   ? CacheAction::push
+                        : action == "pull"   ? CacheAction::pull
                                              : CacheAction::explain;
     line.cache.json = line.json;
   }

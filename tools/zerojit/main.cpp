@@ -12,6 +12,7 @@
 #include "cache_command.hpp"
 #include "command_line.hpp"
 #include "dsv4/family.hpp"
+#include "examples/examples.hpp"
 #include "exit_codes.hpp"
 #include "json_output.hpp"
 #include "option_values.hpp"
@@ -49,6 +50,11 @@ int execute(const CommandLine& line) {
       context.manifest = [] {
         zerojit::WarmupRegistry registry;
         zerojit::dsv4::AttentionKernels(zerojit::dsv4::default_config()).register_warmup(registry);
+        return registry.manifest();
+      };
+      context.examples_manifest = [] {
+        zerojit::WarmupRegistry registry;
+        zerojit::examples::register_examples(registry);
         return registry.manifest();
       };
       return run_cache_command(line.cache, context);
