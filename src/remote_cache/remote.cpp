@@ -355,8 +355,12 @@ bool RemoteCache::store(const CompiledArtifact& artifact) noexcept {
 RemoteCache::Obtained RemoteCache::obtain(const ProgramIdentity& identity) {
   detail::RemoteCacheImpl& s = *impl_;
   Obtained obtained;
+  // Unique per holder across the fleet: host name, process, counter, clock.
+  char host[64] = {};
+  ::gethostname(host, sizeof host - 1);
   const std::string token =
-      std::to_string(::getpid()) + "-" + std::to_string(s.token_counter.fetch_add(1)) + "-" +
+      std::string(host) + "-" + std::to_string(::getpid()) + "-" +
+      std::to_string(s.token_counter.fetch_add(1)) + "-" +
       std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = start + s.options.lock_wait;
