@@ -40,8 +40,18 @@ std::shared_ptr<RemoteCache> open_remote(const CacheSelection& selection,
     options.url_source = "--remote-cache";
   }
   if (options.url.empty()) return nullptr;
-  options.warning_sink = [](std::string_view line) {
-    std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
+  // Warnings of the start-up check are held: a configuration error is said once, as the error.
+  struct Held {
+    std::vector<std::string> lines;
+    bool holding = true;
+  };
+  auto held = std::make_shared<Held>();
+  options.warning_sink = [held](std::string_view line) {
+    if (held->holding) {
+      held->lines.emplace_back(line);
+    } else {
+      std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
+    }
   };
   std::shared_ptr<RemoteCache> remote;
   try {
@@ -55,7 +65,9 @@ std::shared_ptr<RemoteCache> open_remote(const CacheSelection& selection,
                     "check the user and password (or ZEROJIT_REMOTE_CACHE_PASSWORD), the "
                     "database, and that hiredis is installed; docs/CACHE.md, \"The remote tier\""};
   }
-  // Unreachable now: already said as a warning; the tier retries after its backoff.
+  // Unreachable now: a warning; the tier retries after its backoff.
+  held->holding = false;
+  for (const std::string& line : held->lines) std::fprintf(stderr, "%s\n", line.c_str());
   return remote;
 }
 

@@ -104,6 +104,8 @@ TEST_F(RemoteCacheTest, AWrongPasswordIsAClearErrorThatNeverShowsThePassword) {
   const std::string message = wrong.doc.is_object() ? wrong.doc["error"].value("message", "") : "";
   EXPECT_NE(message.find("redis://builder:***@" + base), std::string::npos) << message;
   EXPECT_NE(message.find("WRONGPASS"), std::string::npos) << message;
+  const std::string& err = wrong.run.stderr_text;
+  EXPECT_EQ(err.find("WRONGPASS"), err.rfind("WRONGPASS")) << "said once: " << err;
   EXPECT_EQ(wrong.run.stdout_text.find("wrong-secret"), std::string::npos);
   EXPECT_EQ(wrong.run.stderr_text.find("wrong-secret"), std::string::npos);
 

@@ -123,5 +123,29 @@ TEST_F(RemoteCacheTest, PushAndPullCopyAManifestBetweenDiskAndRedis) {
   EXPECT_EQ(empty.doc["result"]["missing"].size(), static_cast<std::size_t>(kExampleKeys));
 }
 
+TEST_F(RemoteCacheTest, PrefixesSeparateDeploymentsAndUnixSocketsWithADatabaseWork) {
+  ASSERT_TRUE(host("first").ok());
+  ASSERT_EQ(entry_keys().size(), static_cast<std::size_t>(kExampleKeys));
+  // Another deployment's prefix shares nothing with the first.
+  const HostRun other = host("other", {}, {"ZEROJIT_REMOTE_CACHE_PREFIX=staging"});
+  ASSERT_TRUE(other.ok()) << other.describe();
+  EXPECT_EQ(other.total("compiled"), kExampleKeys);
+  EXPECT_EQ(server->keys("staging:entry:*").size(), static_cast<std::size_t>(kExampleKeys));
+
+  const fs::path socket = scratch / "sock" / "redis.sock";
+  RedisServer local(scratch / "sock", {"--unixsocket", socket.string()});
+  ASSERT_TRUE(local.ok()) << local.why();
+  const std::string url = "unix://" + socket.string() + "?db=3";
+  const HostRun writer = host("unix1", {}, {}, url);
+  ASSERT_TRUE(writer.ok()) << writer.describe();
+  EXPECT_EQ(writer.remote("published"), kExampleKeys) << writer.describe();
+  RespClient db3(local.port());
+  db3.command({"SELECT", "3"});
+  EXPECT_EQ(db3.command({"DBSIZE"}).integer, kExampleKeys) << "in database 3";
+  const HostRun reader = host("unix2", {}, {}, url);
+  ASSERT_TRUE(reader.ok()) << reader.describe();
+  EXPECT_EQ(reader.remote("hits"), kExampleKeys);
+}
+
 }  // namespace
 }  // namespace zerojit::test
