@@ -11,9 +11,13 @@ build=${1:-$root/build}
 shift || true
 targets=("$@")
 
-# Debian packages the build needs; only the missing ones are installed.
+# Debian packages the build needs; only the missing ones are installed. hiredis and
+# redis-server are for the remote cache tier (docs/CACHE.md, "The remote tier"): hiredis is
+# loaded at run time (nothing links it; the tool runs without it unless a remote is named),
+# redis-server is what its tests start.
 packages=(cmake make g++ libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
-          libcli11-dev libxxhash-dev python3 python3-dev pybind11-dev clang-format-14)
+          libcli11-dev libxxhash-dev python3 python3-dev pybind11-dev clang-format-14
+          libhiredis-dev redis-server)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||

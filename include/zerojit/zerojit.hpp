@@ -18,6 +18,7 @@
 #include "zerojit/parallel.hpp"
 #include "zerojit/program.hpp"
 #include "zerojit/registry.hpp"
+#include "zerojit/remote_cache.hpp"
 #include "zerojit/runtime.hpp"
 #include "zerojit/space.hpp"
 #include "zerojit/tensor.hpp"

@@ -6,6 +6,7 @@
 #include "zerojit/bytes.hpp"
 #include "zerojit/error.hpp"
 #include "zerojit/log.hpp"
+#include "zerojit/remote_cache.hpp"
 
 namespace zerojit {
 
@@ -53,13 +54,16 @@ DiskCacheOptions default_disk_cache_options() {
 
 std::shared_ptr<ArtifactStore> make_default_artifact_store() {
   try {
-    if (!default_cache_root()) return nullptr;  // ZEROJIT_CACHE_DIR=off
-    return std::make_shared<DiskCache>(default_disk_cache_options());
+    if (!default_cache_root()) {
+      return with_remote_cache_from_environment(nullptr);  // ZEROJIT_CACHE_DIR=off
+    }
+    return with_remote_cache_from_environment(
+        std::make_shared<DiskCache>(default_disk_cache_options()));
   } catch (const std::exception& error) {
     log_warning("cache", std::string(error.what()) + "; using the defaults");
     DiskCacheOptions options;
     if (const auto root = default_cache_root()) options.root = *root;
-    return std::make_shared<DiskCache>(std::move(options));
+    return with_remote_cache_from_environment(std::make_shared<DiskCache>(std::move(options)));
   }
 }
 

@@ -316,6 +316,10 @@ std::string_view cache_command_name(CacheAction action) {
       return "cache clear";
     case CacheAction::explain:
       return "cache explain";
+    case CacheAction::push:
+      return "cache push";
+    case CacheAction::pull:
+      return "cache pull";
   }
   return "cache";
 }
@@ -332,6 +336,9 @@ int run_cache_command(const CacheCommand& command, const CacheCommandContext& co
       return run_clear(command);
     case CacheAction::explain:
       return run_explain(command, context);
+    case CacheAction::push:
+    case CacheAction::pull:
+      return run_remote_transfer(command, context);
   }
   return kExitFailure;
 }

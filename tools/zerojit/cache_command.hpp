@@ -19,7 +19,7 @@ namespace zerojit::tool {
 
 inline constexpr int kExitCacheBadEntries = 4;
 
-enum class CacheAction { ls, verify, gc, clear, explain };
+enum class CacheAction { ls, verify, gc, clear, explain, push, pull };
 // "cache ls", ...: the command's name in messages and in the JSON envelope.
 std::string_view cache_command_name(CacheAction action);
 
@@ -37,13 +37,18 @@ struct CacheCommand {
   std::string key;
   std::string nvrtc_version;
   bool misses_only = false;
+  std::string remote_cache;  // push, pull
 };
 
 struct CacheCommandContext {
-  // The keys `cache explain` explains: the same manifest that `warmup` compiles for the same
-  // family and options.
+  // The keys `cache explain` explains and `cache push|pull` copy: the same manifest that
+  // `warmup` compiles for the same family and options.
   std::function<Manifest()> manifest;
 };
+
+// `cache push` / `cache pull` (remote_command.cpp): exit 0, or 5 when some key could not be
+// copied (listed).
+int run_remote_transfer(const CacheCommand& command, const CacheCommandContext& context);
 
 // Runs the command and returns its exit code (0, or 4 when verify found bad entries). Throws
 // ToolError for a usage problem or a root that cannot be used.

@@ -19,7 +19,8 @@ std::vector<std::string> commands_of(std::span<const Family> families) {
   commands.push_back("cache");
   return commands;
 }
-const std::vector<std::string> kCacheActions = {"ls", "verify", "gc", "clear", "explain"};
+const std::vector<std::string> kCacheActions = {"ls",      "verify", "gc",  "clear",
+                                                "explain", "push",   "pull"};
 
 // "ls, verify, gc, clear and explain"
 std::string listed(const std::vector<std::string>& words, const std::string& last = " and ") {
@@ -73,8 +74,16 @@ void add_json_flag(CLI::App& app, bool& target) {
                "Machine-readable output: one JSON document on standard output (docs/TOOL.md)");
 }
 
+CLI::Option* add_remote_option(CLI::App& app, const std::string& command, std::string& target) {
+  return add_text_option(app, command, "--remote-cache", target, "URL",
+                         "A Redis cache shared by hosts, after the disk: redis://[user:password@]"
+                         "host[:port][/db], rediss://..., unix:///path (also "
+                         "$ZEROJIT_REMOTE_CACHE; docs/CACHE.md)");
+}
+
 void add_cache_selection(CLI::App& app, const std::string& command, std::string& cache_dir,
-                         std::vector<std::string>& layers, bool& allow_shared) {
+                         std::vector<std::string>& layers, bool& allow_shared,
+                         std::string& remote_cache) {
   add_text_option(app, command, "--cache-dir", cache_dir, "DIR",
                   "Compile cache root (default: $ZEROJIT_CACHE_DIR, $XDG_CACHE_HOME/zerojit or "
                   "~/.cache/zerojit)")
@@ -87,6 +96,7 @@ void add_cache_selection(CLI::App& app, const std::string& command, std::string&
                "Accept a cache root or layer other users can write (also "
                "ZEROJIT_CACHE_ALLOW_SHARED=1; docs/CACHE.md)")
       ->group("Cache");
+  add_remote_option(app, command, remote_cache)->group("Cache");
 }
 
 // What the configuration options of every command write into while parsing.
@@ -187,7 +197,7 @@ void add_warmup(CLI::App& app, WarmupCommand& command, std::span<const Family> f
       "it on each GPU");
   add_configuration(*sub, "warmup", families, tool, false, choice, line);
   add_cache_selection(*sub, "warmup", command.cache.cache_dir, command.cache.layers,
-                      command.cache.allow_shared);
+                      command.cache.allow_shared, command.cache.remote_cache);
   add_devices_option(*sub, "warmup", command.devices,
                      "GPUs to load on: all, or a list such as 0,1 [all]");
   add_whole_number_option(*sub, "warmup", "--jobs", command.jobs, 0, 1024,
@@ -217,7 +227,8 @@ void add_run(CLI::App& app, RunRequest& command, std::span<const Family> familie
       "Warm up, arm the monitor, and run a randomized serving battery through the kernels as "
       "the attention layers call them (on each GPU; without one, through dispatch alone)");
   add_configuration(*sub, "run", families, tool, true, choice, line);
-  add_cache_selection(*sub, "run", command.cache_dir, command.layers, command.allow_shared);
+  add_cache_selection(*sub, "run", command.cache_dir, command.layers, command.allow_shared,
+                      command.remote_cache);
   add_whole_number_option(*sub, "run", "--steps", command.steps, 1, 100'000'000,
                           "Serving steps (forward passes) [2000]");
   add_unsigned_option(*sub, "run", "--seed", command.seed, "Seed of the battery [1]");
@@ -293,6 +304,18 @@ void add_cache(CLI::App& app, CacheCommand& command, std::span<const Family> fam
   add_text_option(*explain, "cache explain", "--nvrtc-version", command.nvrtc_version, "VERSION",
                   "NVRTC version to explain for (default: this machine's)");
   explain->add_flag("--misses", command.misses_only, "Only keys that miss");
+  for (const char* action : {"push", "pull"}) {
+    const bool push = std::string_view(action) == "push";
+    CLI::App* sub = add_cache_action(
+        *cache, action,
+        push ? "Copy the manifest's entries from the disk cache to the remote (--remote-cache)"
+             : "Copy the manifest's entries from the remote (--remote-cache) to the disk cache",
+        command);
+    const std::string name = std::string("cache ") + action;
+    // The same configuration options as warmup: the entries copied are those warmup compiles.
+    add_configuration(*sub, name, families, tool, false, choice, line);
+    add_remote_option(*sub, name, command.remote_cache);
+  }
 }
 
 // The options of the command being parsed, for "did you mean".
@@ -456,6 +479,8 @@ CommandLine parse_command_line(const std::vector<std::string>& arguments,
                         : action == "verify" ? CacheAction::verify
                         : action == "gc"     ? CacheAction::gc
                         : action == "clear"  ? CacheAction::clear
+                        : action == "push"   ? CacheAction::push
+                        : action == "pull"   ? CacheAction::pull
                                              : CacheAction::explain;
     line.cache.json = line.json;
   }
@@ -468,7 +493,9 @@ CommandLine parse_command_line(const std::vector<std::string>& arguments,
   const bool configured =
       line.command == Command::warmup || line.command == Command::keys ||
       line.command == Command::run ||
-      (line.command == Command::cache && line.cache.action == CacheAction::explain);
+      (line.command == Command::cache &&
+       (line.cache.action == CacheAction::explain || line.cache.action == CacheAction::push ||
+        line.cache.action == CacheAction::pull));
   if (!configured) return line;
   if (auto error = resolve_family(families, choice, line)) {
     line.error = std::move(error);

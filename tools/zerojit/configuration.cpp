@@ -68,7 +68,7 @@ std::int64_t value_of(const OptionValues& values, std::string_view flag, std::in
 int run_dsv4(const RunRequest& request) {
   RunCommand command;
   command.config = config_options_from(request.values, request.arch);
-  command.cache = {request.cache_dir, request.layers, request.allow_shared};
+  command.cache = {request.cache_dir, request.layers, request.allow_shared, request.remote_cache};
   command.devices = request.devices;
   command.jobs = request.jobs;
   command.in_process = request.in_process;

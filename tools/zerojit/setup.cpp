@@ -7,6 +7,7 @@
 #include "zerojit/compiler.hpp"
 #include "zerojit/cuda.hpp"
 #include "zerojit/disk_cache.hpp"
+#include "zerojit/remote_cache.hpp"
 #include "zerojit/runtime.hpp"
 
 namespace zerojit::tool {
@@ -24,6 +25,52 @@ bool is_refusal(std::string_view warning) {
          warning.starts_with("refusing read-only layer ");
 }
 
+// The remote the options or the environment name, checked now, or nullptr.
+std::shared_ptr<RemoteCache> open_remote(const CacheSelection& selection,
+                                         std::string_view command) {
+  RemoteCacheOptions options;
+  try {
+    options = default_remote_cache_options();
+  } catch (const Error& error) {
+    throw ToolError{kExitUsage, error.what(),
+                    "fix or unset the environment variable it names (docs/CACHE.md lists them)"};
+  }
+  if (!selection.remote_cache.empty()) {
+    options.url = selection.remote_cache;
+    options.url_source = "--remote-cache";
+  }
+  if (options.url.empty()) return nullptr;
+  // Warnings of the start-up check are held: a configuration error is said once, as the error.
+  struct Held {
+    std::vector<std::string> lines;
+    bool holding = true;
+  };
+  auto held = std::make_shared<Held>();
+  options.warning_sink = [held](std::string_view line) {
+    if (held->holding) {
+      held->lines.emplace_back(line);
+    } else {
+      std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
+    }
+  };
+  std::shared_ptr<RemoteCache> remote;
+  try {
+    remote = std::make_shared<RemoteCache>(std::move(options));
+  } catch (const Error& error) {
+    throw ToolError{kExitUsage, error.what(), see_help(command)};
+  }
+  const RemoteProbe probe = remote->probe();
+  if (probe.status == RemoteProbe::Status::misconfigured) {
+    throw ToolError{kExitUsage, probe.message,
+                    "check the user and password (or ZEROJIT_REMOTE_CACHE_PASSWORD), the "
+                    "database, and that hiredis is installed; docs/CACHE.md, \"The remote tier\""};
+  }
+  // Unreachable now: a warning; the tier retries after its backoff.
+  held->holding = false;
+  for (const std::string& line : held->lines) std::fprintf(stderr, "%s\n", line.c_str());
+  return remote;
+}
+
 }  // namespace
 
 void install_cache(const CacheSelection& selection, std::string_view command) {
@@ -35,8 +82,10 @@ void install_cache(const CacheSelection& selection, std::string_view command) {
                     "fix or unset the environment variable it names (docs/CACHE.md lists them)"};
   }
   const bool disabled = !default_cache_root();  // ZEROJIT_CACHE_DIR=off
+  std::shared_ptr<RemoteCache> remote = open_remote(selection, command);
   if (disabled && selection.cache_dir.empty() && selection.layers.empty()) {
-    Runtime::instance().set_artifact_store(nullptr);
+    Runtime::instance().set_artifact_store(
+        remote ? std::make_shared<TieredStore>(nullptr, std::move(remote)) : nullptr);
     return;
   }
   if (!selection.cache_dir.empty()) options.root = selection.cache_dir;
@@ -76,7 +125,12 @@ void install_cache(const CacheSelection& selection, std::string_view command) {
                         see_help(command)};
   }
   for (const std::string& line : held->lines) std::fprintf(stderr, "%s\n", line.c_str());
-  Runtime::instance().set_artifact_store(std::move(cache));
+  if (remote) {
+    Runtime::instance().set_artifact_store(
+        std::make_shared<TieredStore>(std::move(cache), std::move(remote)));
+  } else {
+    Runtime::instance().set_artifact_store(std::move(cache));
+  }
 }
 
 std::string describe_cache() {
@@ -91,7 +145,11 @@ bool cache_is_writable(std::string& reason) {
     reason = "the disk cache is off (ZEROJIT_CACHE_DIR=off)";
     return false;
   }
-  auto* disk = dynamic_cast<DiskCache*>(store.get());
+  if (local_store_of(store.get()) == nullptr) {
+    reason = "the disk cache is off (ZEROJIT_CACHE_DIR=off)";
+    return false;
+  }
+  auto* disk = dynamic_cast<DiskCache*>(local_store_of(store.get()));
   if (disk == nullptr) return true;
   if (disk->state() == CacheRootState::writable) return true;
   reason = disk->state_reason();
@@ -101,8 +159,16 @@ bool cache_is_writable(std::string& reason) {
 
 bool cache_has_layers() {
   const std::shared_ptr<ArtifactStore> store = Runtime::instance().artifact_store();
-  auto* disk = dynamic_cast<DiskCache*>(store.get());
+  auto* disk = dynamic_cast<DiskCache*>(local_store_of(store.get()));
   return disk != nullptr && !disk->options().read_only_layers.empty();
+}
+
+DiskCache* installed_disk_cache() {
+  return dynamic_cast<DiskCache*>(local_store_of(Runtime::instance().artifact_store().get()));
+}
+
+RemoteCache* installed_remote_cache() {
+  return remote_cache_of(Runtime::instance().artifact_store().get());
 }
 
 std::vector<int> selected_devices(const std::string& text) {

@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "exit_codes.hpp"
+#include "zerojit/disk_cache.hpp"
 #include "zerojit/registry.hpp"
+#include "zerojit/remote_cache.hpp"
 
 namespace zerojit::tool {
 
@@ -17,6 +19,7 @@ struct CacheSelection {
   std::string cache_dir;            // the writable root (default: $ZEROJIT_CACHE_DIR, ...)
   std::vector<std::string> layers;  // read-only layers, e.g. an ahead-of-time pack
   bool allow_shared = false;        // accept a root or layer others can write
+  std::string remote_cache;         // --remote-cache URL (default: $ZEROJIT_REMOTE_CACHE)
 };
 
 // Installs the runtime's artifact store: the disk cache the options and the environment name
@@ -25,12 +28,21 @@ struct CacheSelection {
 // ToolError (usage) for a malformed cache variable, and for a root or layer refused because
 // others can write it (docs/CACHE.md, "Safety rules"); other disk trouble stays a warning.
 void install_cache(const CacheSelection& selection, std::string_view command);
+// With a remote (--remote-cache or ZEROJIT_REMOTE_CACHE) the disk cache is put in front of it
+// (docs/CACHE.md, "The remote tier"): a malformed URL or setting, a missing hiredis, or
+// credentials the server refuses are a ToolError (usage) naming the URL without its password;
+// a server that cannot be reached now is a warning (the warmup compiles as without it).
+//
 // "disk cache ... (writable)" or "memory only (ZEROJIT_CACHE_DIR=off)".
 std::string describe_cache();
 // Whether compiled artifacts are being kept on disk, and why not when they are not.
 bool cache_is_writable(std::string& reason);
 // Whether the installed cache has read-only layers (a pack may serve keys without NVRTC).
 bool cache_has_layers();
+// The installed disk cache (also behind a remote), or nullptr.
+DiskCache* installed_disk_cache();
+// The installed remote tier, or nullptr.
+RemoteCache* installed_remote_cache();
 
 // --devices parsed and checked against what is visible. Throws ToolError (usage) for a device
 // that does not exist.

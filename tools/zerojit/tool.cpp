@@ -48,9 +48,10 @@ int execute(CommandLine& line) {
       return line.family->run(line.run);
     case Command::cache: {
       CacheCommandContext context;
-      if (line.cache.action == CacheAction::explain) {
-        // `cache explain` explains the manifest `warmup` compiles with the same options, for
-        // the arch that warmup compiles for.
+      if (line.cache.action == CacheAction::explain || line.cache.action == CacheAction::push ||
+          line.cache.action == CacheAction::pull) {
+        // `cache explain` explains (and push / pull copy) the manifest `warmup` compiles with
+        // the same options, for the arch that warmup compiles for.
         auto selection = std::make_shared<Selection>();
         select(*line.family, line.values, line.arch, *selection);
         line.cache.arch = selection->configuration.arch;

@@ -31,7 +31,7 @@ std::string first_lines(const std::string& text, int lines) {
 // leave keys out while each compile succeeded; that is a failure naming them (exit 5).
 std::optional<ToolError> incomplete_pack(const Manifest& manifest, const std::string& arch,
                                          const std::string& directory, json& missing) {
-  auto* cache = dynamic_cast<DiskCache*>(Runtime::instance().artifact_store().get());
+  DiskCache* cache = installed_disk_cache();
   if (cache == nullptr) return std::nullopt;
   const std::string nvrtc = Runtime::instance().nvrtc_version();
   std::string listed;
@@ -161,6 +161,9 @@ int run_warmup(const WarmupCommand& command) {
     result["cache_writable"] = kept;
     result["compile_only"] = command.compile_only;
     if (!pack_missing.empty()) result["pack_missing"] = pack_missing;
+    if (const RemoteCache* remote = installed_remote_cache()) {
+      result["remote_cache"] = parse_library_json(to_json(remote->counters()));
+    }
     if (failure) print_error(failure->message, failure->hint);
     print_json(failure ? failure_document("warmup", *failure, std::move(result))
                        : success_document("warmup", std::move(result)));
@@ -194,6 +197,19 @@ int run_warmup(const WarmupCommand& command) {
     }
     std::printf("\n");
     keys.print(stdout, out);
+  }
+  if (const RemoteCache* remote = installed_remote_cache()) {
+    const RemoteCacheCounters c = remote->counters();
+    std::printf(
+        "\n%s %llu hits, %llu misses, %llu published, %llu bad, %llu too large, %llu "
+        "errors (%llu timeouts), %llu lock waits (%llu gave up), %llu backoffs\n",
+        out.dim("remote cache:").c_str(), static_cast<unsigned long long>(c.hits),
+        static_cast<unsigned long long>(c.misses), static_cast<unsigned long long>(c.published),
+        static_cast<unsigned long long>(c.bad_entries),
+        static_cast<unsigned long long>(c.too_large), static_cast<unsigned long long>(c.errors),
+        static_cast<unsigned long long>(c.timeouts), static_cast<unsigned long long>(c.lock_waits),
+        static_cast<unsigned long long>(c.lock_wait_timeouts),
+        static_cast<unsigned long long>(c.backoffs));
   }
   std::printf("\n");
   std::string archs;

@@ -94,7 +94,7 @@ constexpr long long c4_store_grid(long long num_tokens) {
 }
 // C128 compress takes K = num_tokens / 128 (up to 32, above 32768 tokens up to 64). The kernel
 // is register-bound at 3 CTAs an SM, so fewer, fuller chunks mean fewer waves; measured on the
-// H200 (CUDA-graph replay, cold L2; docs/BENCHMARKS.md section 7) against num_tokens / 256 up
+// H200 (CUDA-graph replay, cold L2; docs/BENCHMARKS.md section 8) against num_tokens / 256 up
 // to 32: 4096 tokens 10.5 -> 8.95 us, 131072 tokens 161.6 -> 157.9 us, 8192 and 16384 the
 // same K. Tried and dropped: K up to 128-512 with every thread examining a token (one
 // metadata latency a round instead of K / 32): 8.2 us at 4096 tokens, but 1-3 us slower at

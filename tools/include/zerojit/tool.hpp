@@ -77,6 +77,7 @@ struct RunRequest {
   std::string cache_dir;            // --cache-dir
   std::vector<std::string> layers;  // --layer
   bool allow_shared = false;        // --allow-shared
+  std::string remote_cache;         // --remote-cache
   std::string devices = "all";      // --devices
   int jobs = 0;                     // --jobs (0: one per core)
   bool in_process = false;          // --in-process

@@ -1,0 +1,453 @@
+// The Redis side of the remote tier: a pool of connections, the failure accounting and
+// backoff, and the scripts of the fleet single flight (docs/CACHE.md, "The remote tier").
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <utility>
+
+#include "disk_cache/impl.hpp"
+#include "remote_cache/hiredis.hpp"
+#include "zerojit/bytes.hpp"
+#include "zerojit/cache_entry.hpp"
+#include "zerojit/log.hpp"
+
+namespace zerojit {
+
+namespace detail {
+
+using redis::Connection;
+using redis::Failure;
+using redis::Outcome;
+using redis::Reply;
+
+namespace {
+
+// One round trip per poll, atomic on the server: the entry when there is one (unless the
+// caller has just found it bad), else the compile lock when no one holds it, else how long
+// the holder's lock has left. STRLEN first, so that an entry over the limit is refused
+// without being sent. Reply: {1, bytes} entry | {3, length} entry too large | {2} locked |
+// {4, pttl} held by another | {0} no entry (no lock asked for: token "").
+// KEYS: entry, lock. ARGV: max bytes, token, ttl ms, "1" to skip the entry.
+constexpr std::string_view kObtainScript = R"lua(
+if ARGV[4] ~= '1' then
+  local n = redis.call('STRLEN', KEYS[1])
+  if n > tonumber(ARGV[1]) then return {3, n} end
+  if n > 0 then return {1, redis.call('GET', KEYS[1])} end
+end
+if ARGV[2] == '' then return {0} end
+if redis.call('SET', KEYS[2], ARGV[2], 'NX', 'PX', ARGV[3]) then return {2} end
+return {4, redis.call('PTTL', KEYS[2])}
+)lua";
+// Compare-and-act on the lock: only its holder (who knows the token) renews or releases it.
+constexpr std::string_view kRenewScript = R"lua(
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+)lua";
+constexpr std::string_view kReleaseScript = R"lua(
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+)lua";
+
+std::string seconds(std::chrono::milliseconds ms) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.1f", static_cast<double>(ms.count()) / 1000.0);
+  return buffer;
+}
+
+}  // namespace
+
+struct RemoteCacheImpl {
+  RemoteCacheOptions options;
+  RedisUrl url;
+  std::string password;
+  std::string shown;  // the redacted URL
+
+  std::mutex pool_mutex;
+  std::vector<std::unique_ptr<Connection>> idle;
+
+  std::atomic<std::uint64_t> hits{0}, misses{0}, bad_entries{0}, published{0}, too_large{0},
+      errors{0}, timeouts{0}, lock_waits{0}, lock_wait_timeouts{0}, backoffs{0}, skipped{0};
+
+  std::mutex state_mutex;
+  int consecutive_failures = 0;
+  std::chrono::steady_clock::time_point backoff_until{};
+  bool disabled = false;
+  bool error_reported = false;
+  bool too_large_reported = false;
+
+  // Locks held by this process, renewed by one thread while any is held.
+  std::mutex renew_mutex;
+  std::condition_variable renew_wake;
+  std::map<std::string, std::string> held;  // lock key -> token
+  std::thread renewer;
+  bool stopping = false;
+  std::atomic<std::uint64_t> token_counter{0};
+
+  explicit RemoteCacheImpl(RemoteCacheOptions o) : options(std::move(o)) {
+    url = parse_redis_url(options.url, options.url_source);
+    password = options.password ? *options.password : url.password;
+    if (options.password && !options.password->empty()) url.password = *options.password;
+    shown = url.redacted();
+  }
+
+  ~RemoteCacheImpl() {
+    {
+      std::lock_guard lock(renew_mutex);
+      stopping = true;
+    }
+    renew_wake.notify_all();
+    if (renewer.joinable()) renewer.join();
+  }
+
+  void warn(const std::string& text) const {
+    const std::string line = "remote cache " + shown + ": " + text;
+    if (options.warning_sink) {
+      options.warning_sink("zerojit remote-cache: " + line);
+    } else {
+      log_warning("remote-cache", line);
+    }
+  }
+
+  std::string key(std::string_view kind, const ProgramIdentity& identity) const {
+    return options.prefix + ":" + std::string(kind) + ":{" + identity.hex() + "}";
+  }
+
+  void record_failure(const Outcome& outcome) {
+    errors.fetch_add(1, std::memory_order_relaxed);
+    if (outcome.failure == Failure::timeout) timeouts.fetch_add(1, std::memory_order_relaxed);
+    std::string message;
+    {
+      std::lock_guard lock(state_mutex);
+      if (outcome.failure == Failure::misconfigured) {
+        if (disabled) return;
+        disabled = true;
+        message = outcome.error +
+                  "; the remote cache is not used by this process (kernels are "
+                  "compiled or found on disk as without it)";
+      } else {
+        ++consecutive_failures;
+        if (!error_reported) {
+          error_reported = true;
+          message = outcome.error + "; compiling here instead (further errors are counted)";
+        }
+        // Operations already in flight when a backoff starts fail too; they do not start
+        // another one.
+        const auto now = std::chrono::steady_clock::now();
+        if (consecutive_failures >= options.failures_before_backoff && now >= backoff_until) {
+          backoff_until = now + options.backoff;
+          backoffs.fetch_add(1, std::memory_order_relaxed);
+          message += (message.empty() ? "" : "; ") + std::to_string(consecutive_failures) +
+                     " operations in a row failed (last: " + outcome.error +
+                     "); not asking it for " + seconds(options.backoff) + " s";
+        }
+      }
+    }
+    if (!message.empty()) warn(message);
+  }
+
+  // One command through a pooled connection, with the failure accounting.
+  Outcome run(const std::vector<std::string_view>& arguments) {
+    {
+      std::lock_guard lock(state_mutex);
+      if (disabled || std::chrono::steady_clock::now() < backoff_until) {
+        skipped.fetch_add(1, std::memory_order_relaxed);
+        Outcome out;
+        out.failure = Failure::skipped;
+        out.error = disabled ? "disabled" : "backing off";
+        return out;
+      }
+    }
+    std::unique_ptr<Connection> connection;
+    {
+      std::lock_guard lock(pool_mutex);
+      if (!idle.empty()) {
+        connection = std::move(idle.back());
+        idle.pop_back();
+      }
+    }
+    Outcome outcome;
+    if (!connection) {
+      connection = Connection::open(url, password, options.connect_timeout, options.command_timeout,
+                                    options.tls_ca_file, outcome);
+      if (!connection) {
+        record_failure(outcome);
+        return outcome;
+      }
+    }
+    outcome = connection->command(arguments);
+    if (!outcome.ok()) {
+      record_failure(outcome);  // the connection is broken: dropped
+      return outcome;
+    }
+    {
+      std::lock_guard lock(pool_mutex);
+      idle.push_back(std::move(connection));
+    }
+    if (outcome.reply.type == Reply::Type::error) {
+      const std::string& text = outcome.reply.text;
+      const bool refused =
+          text.starts_with("NOAUTH") || text.starts_with("WRONGPASS") || text.starts_with("NOPERM");
+      outcome.failure = refused ? Failure::misconfigured : Failure::server;
+      outcome.error = "the server refused " + std::string(arguments.front()) + ": " + text;
+      record_failure(outcome);
+      return outcome;
+    }
+    std::lock_guard lock(state_mutex);
+    consecutive_failures = 0;
+    return outcome;
+  }
+
+  Outcome obtain_step(const ProgramIdentity& identity, const std::string& token, bool skip_entry) {
+    const std::string entry = key("entry", identity), lock = key("lock", identity);
+    const std::string limit = std::to_string(options.max_entry_bytes);
+    const std::string ttl = std::to_string(options.lock_ttl.count());
+    return run(
+        {"EVAL", kObtainScript, "2", entry, lock, limit, token, ttl, skip_entry ? "1" : "0"});
+  }
+
+  // The verified artifact of a {1, bytes} reply, or nothing (counted and reported as bad).
+  std::optional<CompiledArtifact> verify(const ProgramIdentity& identity,
+                                         const std::string& bytes) {
+    DecodedEntry decoded = decode_entry(
+        std::span(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()), &identity);
+    if (decoded.ok()) {
+      hits.fetch_add(1, std::memory_order_relaxed);
+      return std::move(decoded.artifact);
+    }
+    bad_entries.fetch_add(1, std::memory_order_relaxed);
+    warn("bad entry " + key("entry", identity) + " (" + std::string(to_string(decoded.problem)) +
+         "): " + decoded.detail + "; not loaded; it is compiled again and replaced");
+    return std::nullopt;
+  }
+
+  void refuse_large(const ProgramIdentity& identity, long long length, const char* what) {
+    too_large.fetch_add(1, std::memory_order_relaxed);
+    bool first = false;
+    {
+      std::lock_guard lock(state_mutex);
+      first = !std::exchange(too_large_reported, true);
+    }
+    if (first) {
+      warn(std::string(what) + " " + key("entry", identity) + " is " +
+           disk::human_bytes(static_cast<std::uint64_t>(length)) + ", over the entry limit of " +
+           disk::human_bytes(options.max_entry_bytes) +
+           " (ZEROJIT_REMOTE_CACHE_MAX_ENTRY); refused (further ones are counted)");
+    }
+  }
+
+  void hold(const std::string& lock_key, const std::string& token) {
+    std::lock_guard lock(renew_mutex);
+    held[lock_key] = token;
+    if (!renewer.joinable()) renewer = std::thread([this] { renew_loop(); });
+    renew_wake.notify_all();
+  }
+
+  void release(const std::string& lock_key, const std::string& token) {
+    {
+      std::lock_guard lock(renew_mutex);
+      held.erase(lock_key);
+    }
+    run({"EVAL", kReleaseScript, "1", lock_key, token});
+  }
+
+  // Renews every held lock each third of its expiry, so that a long compile keeps it and a
+  // dead process (no renewals) loses it after at most one expiry.
+  void renew_loop() {
+    std::unique_lock lock(renew_mutex);
+    while (!stopping) {
+      renew_wake.wait_for(lock, options.lock_ttl / 3);
+      if (stopping) break;
+      const std::map<std::string, std::string> now = held;
+      lock.unlock();
+      for (const auto& [lock_key, token] : now) {
+        const std::string ttl = std::to_string(options.lock_ttl.count());
+        const Outcome done = run({"EVAL", kRenewScript, "1", lock_key, token, ttl});
+        if (done.ok() && done.reply.type == Reply::Type::integer && done.reply.integer == 0) {
+          warn("lost the compile lock " + lock_key +
+               " (it expired before it was renewed); another host may compile it too");
+          std::lock_guard relock(renew_mutex);
+          held.erase(lock_key);
+        }
+      }
+      lock.lock();
+    }
+  }
+};
+
+}  // namespace detail
+
+namespace {
+
+class HeldRemoteLock final : public RemoteLock {
+ public:
+  HeldRemoteLock(std::shared_ptr<detail::RemoteCacheImpl> impl, std::string key, std::string token)
+      : impl_(std::move(impl)), key_(std::move(key)), token_(std::move(token)) {}
+  ~HeldRemoteLock() override { impl_->release(key_, token_); }
+
+ private:
+  std::shared_ptr<detail::RemoteCacheImpl> impl_;
+  std::string key_, token_;
+};
+
+}  // namespace
+
+RemoteCache::RemoteCache(RemoteCacheOptions options)
+    : impl_(std::make_shared<detail::RemoteCacheImpl>(std::move(options))) {}
+
+RemoteCache::~RemoteCache() = default;
+
+std::string RemoteCache::describe() const {
+  return "redis cache " + impl_->shown + " (prefix " + impl_->options.prefix + ")";
+}
+
+const RemoteCacheOptions& RemoteCache::options() const { return impl_->options; }
+const RedisUrl& RemoteCache::url() const { return impl_->url; }
+
+RemoteProbe RemoteCache::probe() {
+  RemoteProbe probe;
+  const detail::redis::Outcome done = impl_->run({"PING"});
+  if (done.ok()) return probe;
+  probe.status = done.failure == detail::redis::Failure::misconfigured
+                     ? RemoteProbe::Status::misconfigured
+                     : RemoteProbe::Status::unreachable;
+  probe.message = "remote cache " + impl_->shown + ": " + done.error;
+  return probe;
+}
+
+std::optional<CompiledArtifact> RemoteCache::fetch(const ProgramIdentity& identity) {
+  detail::RemoteCacheImpl& s = *impl_;
+  const detail::redis::Outcome done = s.obtain_step(identity, "", false);
+  if (!done.ok() || done.reply.elements.empty()) return std::nullopt;
+  const auto& e = done.reply.elements;
+  if (e[0].integer == 1 && e.size() == 2) return s.verify(identity, e[1].text);
+  if (e[0].integer == 3 && e.size() == 2) {
+    s.refuse_large(identity, e[1].integer, "entry");
+    return std::nullopt;
+  }
+  s.misses.fetch_add(1, std::memory_order_relaxed);
+  return std::nullopt;
+}
+
+bool RemoteCache::store(const CompiledArtifact& artifact) noexcept {
+  detail::RemoteCacheImpl& s = *impl_;
+  try {
+    const std::string bytes = encode_entry(artifact);
+    if (bytes.size() > s.options.max_entry_bytes) {
+      s.refuse_large(artifact.identity, static_cast<long long>(bytes.size()), "not sending");
+      return false;
+    }
+    const detail::redis::Outcome done = s.run({"SET", s.key("entry", artifact.identity), bytes});
+    if (!done.ok()) return false;
+    s.published.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  } catch (...) {
+    return false;  // out of memory: the kernel is used either way
+  }
+}
+
+RemoteCache::Obtained RemoteCache::obtain(const ProgramIdentity& identity) {
+  detail::RemoteCacheImpl& s = *impl_;
+  Obtained obtained;
+  // Unique per holder across the fleet: host name, process, counter, clock.
+  char host[64] = {};
+  ::gethostname(host, sizeof host - 1);
+  const std::string token =
+      std::string(host) + "-" + std::to_string(::getpid()) + "-" +
+      std::to_string(s.token_counter.fetch_add(1)) + "-" +
+      std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + s.options.lock_wait;
+  auto pause = std::chrono::milliseconds(5);
+  bool first = true, waited = false, bad_seen = false;
+  bool skip_entry = false;
+  while (true) {
+    const detail::redis::Outcome done = s.obtain_step(identity, token, skip_entry);
+    skip_entry = false;
+    if (!done.ok() || done.reply.elements.empty()) return obtained;  // compile here
+    const auto& e = done.reply.elements;
+    const long long status = e[0].integer;
+    if (status == 1 && e.size() == 2) {
+      if (!bad_seen) {
+        if (auto artifact = s.verify(identity, e[1].text)) {
+          obtained.artifact = std::move(artifact);
+          return obtained;
+        }
+        bad_seen = true;
+      } else {
+        DecodedEntry again = decode_entry(
+            std::span(reinterpret_cast<const std::byte*>(e[1].text.data()), e[1].text.size()),
+            &identity);
+        if (again.ok()) {
+          s.hits.fetch_add(1, std::memory_order_relaxed);
+          obtained.artifact = std::move(again.artifact);
+          return obtained;
+        }
+      }
+      skip_entry = true;  // bad: ask again for the lock alone
+      continue;
+    }
+    if (status == 3) {
+      if (!bad_seen) s.refuse_large(identity, e.size() > 1 ? e[1].integer : 0, "entry");
+      bad_seen = true;
+      skip_entry = true;
+      continue;
+    }
+    if (first && !bad_seen) s.misses.fetch_add(1, std::memory_order_relaxed);
+    first = false;
+    if (status == 2) {
+      const std::string lock_key = s.key("lock", identity);
+      s.hold(lock_key, token);
+      obtained.lock = std::make_unique<HeldRemoteLock>(impl_, lock_key, token);
+      return obtained;
+    }
+    if (status != 4) return obtained;
+    if (!waited) {
+      waited = true;
+      s.lock_waits.fetch_add(1, std::memory_order_relaxed);
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      s.lock_wait_timeouts.fetch_add(1, std::memory_order_relaxed);
+      s.warn("waited " +
+             detail::seconds(std::chrono::duration_cast<std::chrono::milliseconds>(now - start)) +
+             " s for another host to compile identity " + identity.hex() +
+             " (ZEROJIT_REMOTE_CACHE_LOCK_WAIT_S); compiling it here instead");
+      return obtained;
+    }
+    // Not past the holder's expiry (plus a little) nor the deadline.
+    auto sleep = pause;
+    if (e.size() > 1 && e[1].integer > 0) {
+      sleep = std::min(sleep, std::chrono::milliseconds(e[1].integer + 5));
+    }
+    sleep = std::min(sleep, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now) +
+                                std::chrono::milliseconds(1));
+    std::this_thread::sleep_for(sleep);
+    pause = std::min(pause * 2, std::chrono::milliseconds(100));
+  }
+}
+
+RemoteCacheCounters RemoteCache::counters() const {
+  const detail::RemoteCacheImpl& s = *impl_;
+  RemoteCacheCounters c;
+  c.hits = s.hits.load();
+  c.misses = s.misses.load();
+  c.bad_entries = s.bad_entries.load();
+  c.published = s.published.load();
+  c.too_large = s.too_large.load();
+  c.errors = s.errors.load();
+  c.timeouts = s.timeouts.load();
+  c.lock_waits = s.lock_waits.load();
+  c.lock_wait_timeouts = s.lock_wait_timeouts.load();
+  c.backoffs = s.backoffs.load();
+  c.skipped = s.skipped.load();
+  return c;
+}
+
+}  // namespace zerojit
