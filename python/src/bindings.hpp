@@ -7,9 +7,8 @@
 #include <functional>
 #include <vector>
 
-namespace zerojit {
-struct KeyReport;
-}
+#include "zerojit/registry.hpp"
+
 
 namespace zerojit::python {
 

@@ -170,7 +170,9 @@ std::optional<ToolError> resolve_family(std::span<const Family> families,
         line.name, "--family takes one of " + listed(names, " or ") + ", not \"" + wanted + "\"",
         guess ? "did you mean " + *guess + "?" : "");
   }
-  for (const auto& [flag, value] : line.values) {
+  for (const auto& given : line.values) {
+    // Not a structured binding: clang 14 cannot capture one in the lambda below.
+    const std::string& flag = given.first;
     const auto& own = line.family->options;
     if (std::any_of(own.begin(), own.end(),
                     [&](const FamilyOption& o) { return o.flag == flag; })) {
@@ -485,6 +487,7 @@ CommandLine parse_command_line(const std::vector<std::string>& arguments,
     line.cache.json = line.json;
   }
   if (version) {
+    line.command = Command::none;  // one outcome: the usage error
     line.error =
         option_error(line.name, "--version is an option of " + tool + " itself, not of a command",
                      "run `" + tool + " --version` alone");
@@ -498,6 +501,7 @@ CommandLine parse_command_line(const std::vector<std::string>& arguments,
         line.cache.action == CacheAction::pull));
   if (!configured) return line;
   if (auto error = resolve_family(families, choice, line)) {
+    line.command = Command::none;
     line.error = std::move(error);
     return line;
   }
