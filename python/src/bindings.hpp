@@ -9,7 +9,6 @@
 
 #include "zerojit/registry.hpp"
 
-
 namespace zerojit::python {
 
 struct DynamicRegistration;

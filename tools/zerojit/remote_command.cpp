@@ -55,7 +55,8 @@ int run_remote_transfer(const CacheCommand& command, const CacheCommandContext& 
     throw ToolError{kExitFailure, probe.message,
                     "check that the server is up and reachable from here"};
   }
-  if (!context.manifest) throw ToolError{kExitUsage, "this tool has no kernel manifest to copy", ""};
+  if (!context.manifest)
+    throw ToolError{kExitUsage, "this tool has no kernel manifest to copy", ""};
   const Manifest manifest = context.manifest();
   const std::string nvrtc = Runtime::instance().nvrtc_version();
   DiskCache* disk = installed_disk_cache();
