@@ -187,6 +187,23 @@ py::object dequant_gather(py::handle out, py::handle k_cache, py::handle seq_len
   return py::none();
 }
 
+// The arguments the C4 and C128 stores share after their own inputs: the norm, the RoPE table,
+// the K cache's slot map and scale, and the K cache geometry the caller may state.
+template <class StoreArgs>
+void read_store_arguments(CallArguments& call, StoreArgs& args, py::handle rms_norm_weight,
+                          double rms_norm_eps, py::handle cos_sin_cache, py::handle kv_slot_mapping,
+                          py::handle fp8_scale, std::optional<std::int64_t> kv_cache_block_size,
+                          std::optional<std::int64_t> kv_block_stride) {
+  args.rms_norm_weight = call.input(rms_norm_weight, "rms_norm_weight");
+  args.eps = static_cast<float>(rms_norm_eps);
+  args.cos_sin_cache = call.input(cos_sin_cache, "cos_sin_cache");
+  args.kv_slot_mapping = call.input(kv_slot_mapping, "kv_slot_mapping");
+  args.fp8_scale = call.optional_input(fp8_scale, "fp8_scale");
+  call.checks().matches_size(kv_cache_block_size, "kv_cache_block_size", args.k_cache.desc,
+                             "k_cache", 1);
+  call.checks().matches_stride(kv_block_stride, "kv_block_stride", args.k_cache.desc, "k_cache");
+}
+
 // --- C4 compress + norm + RoPE + store (spec sections 3, 4) --------------------------------
 
 py::object c4_store(py::handle state_cache, py::handle token_to_req_indices, py::handle positions,
@@ -210,15 +227,9 @@ py::object c4_store(py::handle state_cache, py::handle token_to_req_indices, py:
   args.positions = call.input(positions, "positions");
   args.slot_mapping = call.input(slot_mapping, "slot_mapping");
   args.block_table = call.input(block_table, "block_table");
-  args.rms_norm_weight = call.input(rms_norm_weight, "rms_norm_weight");
-  args.eps = static_cast<float>(rms_norm_eps);
-  args.cos_sin_cache = call.input(cos_sin_cache, "cos_sin_cache");
-  args.kv_slot_mapping = call.input(kv_slot_mapping, "kv_slot_mapping");
-  args.fp8_scale = call.optional_input(fp8_scale, "fp8_scale");
+  read_store_arguments(call, args, rms_norm_weight, rms_norm_eps, cos_sin_cache, kv_slot_mapping,
+                       fp8_scale, kv_cache_block_size, kv_block_stride);
   call.checks().matches_size(block_size, "block_size", args.state_cache.desc, "state_cache", 1);
-  call.checks().matches_size(kv_cache_block_size, "kv_cache_block_size", args.k_cache.desc,
-                             "k_cache", 1);
-  call.checks().matches_stride(kv_block_stride, "kv_block_stride", args.k_cache.desc, "k_cache");
   return rows_to_list(run_reference([&] {
     if (full_rows) {
       const auto spec = full.plan(args);
@@ -272,14 +283,8 @@ py::object c128_store(py::handle compressed_kv, py::handle positions, py::handle
   args.compressed_kv = call.input(compressed_kv, "compressed_kv");
   args.positions = call.input(positions, "positions");
   args.slot_mapping = call.input(slot_mapping, "slot_mapping");
-  args.rms_norm_weight = call.input(rms_norm_weight, "rms_norm_weight");
-  args.eps = static_cast<float>(rms_norm_eps);
-  args.cos_sin_cache = call.input(cos_sin_cache, "cos_sin_cache");
-  args.kv_slot_mapping = call.input(kv_slot_mapping, "kv_slot_mapping");
-  args.fp8_scale = call.optional_input(fp8_scale, "fp8_scale");
-  call.checks().matches_size(kv_cache_block_size, "kv_cache_block_size", args.k_cache.desc,
-                             "k_cache", 1);
-  call.checks().matches_stride(kv_block_stride, "kv_block_stride", args.k_cache.desc, "k_cache");
+  read_store_arguments(call, args, rms_norm_weight, rms_norm_eps, cos_sin_cache, kv_slot_mapping,
+                       fp8_scale, kv_cache_block_size, kv_block_stride);
   return rows_to_list(run_reference([&] {
     if (full_rows) {
       const auto spec = full.plan(args);
