@@ -179,6 +179,31 @@ DeviceInfo device_info(int ordinal) {
   return info;
 }
 
+int multiprocessor_count(int ordinal) noexcept {
+  // 0 = not read yet. Racing first readers both ask the driver and store the same value.
+  static std::array<std::atomic<int>, 64> cached{};
+  const bool cacheable = ordinal >= 0 && ordinal < static_cast<int>(cached.size());
+  if (cacheable) {
+    if (const int known =
+            cached[static_cast<std::size_t>(ordinal)].load(std::memory_order_relaxed)) {
+      return known;
+    }
+  }
+  int count = kFallbackMultiprocessors;
+  if (ordinal >= 0 && driver_available()) {
+    const DriverApi& api = driver();
+    DeviceHandle device = 0;
+    int value = 0;
+    if (api.cuDeviceGet(&device, ordinal) == kSuccess &&
+        api.cuDeviceGetAttribute(&value, kAttributeMultiprocessorCount, device) == kSuccess &&
+        value > 0) {
+      count = value;
+    }
+  }
+  if (cacheable) cached[static_cast<std::size_t>(ordinal)].store(count, std::memory_order_relaxed);
+  return count;
+}
+
 std::string target_arch_for(int compute_major, int compute_minor) {
   const int sm = compute_major * 10 + compute_minor;
   // Architectures with an arch-specific ("a") target in CUDA 13.

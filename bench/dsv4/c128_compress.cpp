@@ -63,14 +63,7 @@ Case c128_compress_case(const std::string& size, const Context& context) {
         return a;
       },
       [grid_x = context.grid_x](const dsv4::C128CompressArgs& args, cuda::Stream stream) {
-        auto& kernel = dsv4::C128CompressKernel::instance();
-        if (grid_x <= 0) {
-          kernel(args, stream);
-          return;
-        }
-        auto spec = kernel.plan(args);
-        spec.geometry.grid.x = static_cast<std::uint32_t>(grid_x);
-        kernel.launch(spec, LaunchTarget{spec.device, stream});
+        launch_with_grid<dsv4::C128CompressKernel>(args, stream, grid_x);
       },
       [](const dsv4::C128CompressArgs& args, const Emulation& e) {
         auto& kernel = dsv4::C128CompressKernel::instance();

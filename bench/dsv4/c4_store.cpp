@@ -87,7 +87,8 @@ Case c4_case(bool full, const std::string& size, const Context& context) {
         a.kv_slot_mapping = set.put(m.tensors.kv_slot_mapping);
         return a;
       },
-      run_plain_or_full<dsv4::C4StoreKernel, dsv4::C4StoreFullKernel, dsv4::C4StoreArgs>(full),
+      run_plain_or_full<dsv4::C4StoreKernel, dsv4::C4StoreFullKernel, dsv4::C4StoreArgs>(
+          full, context.grid_x),
       [full](const dsv4::C4StoreArgs& args, const Emulation& e) {
         if (full) {
           auto& kernel = dsv4::C4StoreFullKernel::instance();

@@ -92,8 +92,8 @@ Case dequant_gather_case(const std::string& size, const Context& context) {
         a.offset = 0;
         return a;
       },
-      [](const dsv4::DequantGatherArgs& args, cuda::Stream stream) {
-        dsv4::DequantGatherKernel::instance()(args, stream);
+      [grid_y = context.grid_x](const dsv4::DequantGatherArgs& args, cuda::Stream stream) {
+        launch_with_grid<dsv4::DequantGatherKernel>(args, stream, grid_y, TunedAxis::y);
       },
       [](const dsv4::DequantGatherArgs& args, const Emulation& e) {
         auto& kernel = dsv4::DequantGatherKernel::instance();

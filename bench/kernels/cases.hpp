@@ -66,7 +66,8 @@ struct Context {
   bool dry_run = false;
   std::string compile_arch;  // dry run: compile each planned key for this arch (NVRTC)
   // Tuning: launch with this grid.x instead of the plan's (0: the plan's), for the kernels
-  // that are correct at any grid and honour it (c128_compress).
+  // that are correct at any grid and honour it (c128_compress, c4_store, c4_store_full;
+  // dequant_gather takes it as grid.y, its workers per request).
   std::int64_t grid_x = 0;
 };
 
@@ -150,14 +151,33 @@ void emulate_planned(Kernel& kernel, const Spec& spec, const Emulation& emulatio
   if (emulation.reference) reference(unpack<Params>(spec), spec.key);
 }
 
+// Which grid dimension a kernel's --grid-x replaces (dequant-gather's workers are grid.y).
+enum class TunedAxis { x, y };
+
+// Launches Kernel on `args` as a caller would, or, when `grid` is positive (tuning), with the
+// plan's grid.x (grid.y) replaced by it: for the kernels that are correct at any grid.
+template <class Kernel, class Args>
+void launch_with_grid(const Args& args, cuda::Stream stream, std::int64_t grid,
+                      TunedAxis axis = TunedAxis::x) {
+  auto& kernel = Kernel::instance();
+  if (grid <= 0) {
+    kernel(args, stream);
+    return;
+  }
+  auto spec = kernel.plan(args);
+  (axis == TunedAxis::x ? spec.geometry.grid.x : spec.geometry.grid.y) =
+      static_cast<std::uint32_t>(grid);
+  kernel.launch(spec, LaunchTarget{spec.device, stream});
+}
+
 // run(args, stream) of the compressor cases whose kernel is a plain / full-row pair.
 template <class Plain, class Full, class Args>
-auto run_plain_or_full(bool full) {
-  return [full](const Args& args, cuda::Stream stream) {
+auto run_plain_or_full(bool full, std::int64_t grid_x = 0) {
+  return [full, grid_x](const Args& args, cuda::Stream stream) {
     if (full) {
-      Full::instance()(args, stream);
+      launch_with_grid<Full>(args, stream, grid_x);
     } else {
-      Plain::instance()(args, stream);
+      launch_with_grid<Plain>(args, stream, grid_x);
     }
   };
 }

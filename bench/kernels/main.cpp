@@ -227,8 +227,9 @@ int main(int argc, char** argv) {
                  "with NVRTC (none: do not)");
   std::int64_t grid_x = 0;
   app.add_option("--grid-x", grid_x,
-                 "tuning: launch c128_compress with this grid.x instead of the plan's (any "
-                 "positive multiple of 8 is correct)")
+                 "tuning: launch with this grid.x instead of the plan's: c128_compress (a "
+                 "multiple of 8), c4_store, c4_store_full; dequant_gather's "
+                 "grid.y (workers per request). Any such grid is correct")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 30));
   CLI11_PARSE(app, argc, argv);
 

@@ -131,6 +131,14 @@ struct DeviceInfo {
 };
 DeviceInfo device_info(int ordinal);
 
+// What launch plans size their grids by when the device is unknown (no driver, no such device,
+// a null backend in tests): the SM count of an H100 / H200.
+inline constexpr int kFallbackMultiprocessors = 132;
+// The device's SM count, read from the driver once per device and lock-free afterwards, so a
+// launch plan may size its grid by it on every call; kFallbackMultiprocessors when the driver
+// or the device is not there. Never throws.
+int multiprocessor_count(int ordinal) noexcept;
+
 // The NVRTC target for a device: the architecture-specific variant where one exists
 // (compute 9.0 -> "sm_90a", 10.0 -> "sm_100a"), so kernels may use wgmma, setmaxnreg, the
 // Blackwell conversions; else the plain "sm_XY".

@@ -20,6 +20,13 @@ __device__ __forceinline__ u32 shared_address(const void* pointer) {
   return address;
 }
 
+// The dynamic shared memory this launch was given, in bytes.
+__device__ __forceinline__ u32 dynamic_shared_bytes() {
+  u32 bytes;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(bytes));
+  return bytes;
+}
+
 // 16 bytes, cached in L2 only (the source is read once per launch).
 __device__ __forceinline__ void copy_async_16b(u32 shared, const void* global) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(shared), "l"(global) : "memory");
@@ -35,6 +42,21 @@ __device__ __forceinline__ void copy_async_16b_stream(u32 shared, const void* gl
 // 8 bytes (cp.async.cg takes 16-byte copies only).
 __device__ __forceinline__ void copy_async_8b(u32 shared, const void* global) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(shared), "l"(global) : "memory");
+}
+
+// Asks L2 to fetch [global, global + bytes) ahead of its use (global 16-byte aligned, bytes a
+// multiple of 16). A hint with no result: unlike a load it holds no register while the bytes are
+// on their way, so a CTA can stream its next piece of work into L2 while it computes this one.
+// sm_90 and later: one bulk prefetch; earlier: one line prefetch per 128 bytes.
+__device__ __forceinline__ void prefetch_l2(const void* global, u32 bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(global), "r"(bytes) : "memory");
+#else
+  const char* line = static_cast<const char*>(global);
+  for (u32 offset = 0; offset < bytes; offset += 128) {
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(line + offset) : "memory");
+  }
+#endif
 }
 
 // Closes the thread's current group of copies (an empty group is allowed and completes at once).

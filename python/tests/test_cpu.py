@@ -118,6 +118,11 @@ class ConfigTest(unittest.TestCase):
             zerojit.config(serving=[("block_size", 64)])
 
 
+# The default configuration's manifest: the spec's 8 keys (section 11) with C128 compress as
+# its decode and its prefill scan (DESIGN.md).
+DEFAULT_KEYS = 9
+
+
 class ManifestTest(unittest.TestCase):
     def kernels(self, manifest):
         counts = {}
@@ -125,16 +130,16 @@ class ManifestTest(unittest.TestCase):
             counts[entry["kernel"]] = counts.get(entry["kernel"], 0) + 1
         return counts
 
-    def test_default_manifest_has_the_eight_keys_of_the_spec(self):
+    def test_default_manifest_has_the_keys_of_the_spec_with_both_c128_scans(self):
         manifest = zerojit.manifest()
-        self.assertEqual(len(manifest), 8)
+        self.assertEqual(len(manifest), DEFAULT_KEYS)
         self.assertEqual(
             self.kernels(manifest),
             {
                 "dsv4.indexer_q_fp8": 2,
                 "dsv4.dequant_gather": 3,
                 "dsv4.c4_store": 1,
-                "dsv4.c128_compress": 1,
+                "dsv4.c128_compress": 2,
                 "dsv4.c128_store": 1,
             },
         )
@@ -153,7 +158,7 @@ class ManifestTest(unittest.TestCase):
 
     def test_dcp_adds_the_decode_and_prefill_pack_keys(self):
         manifest = zerojit.manifest(serving={"dcp_world_size": 2})
-        self.assertEqual(len(manifest), 10)
+        self.assertEqual(len(manifest), DEFAULT_KEYS + 2)
         packs = [e["key"] for e in manifest if e["kernel"] == "dsv4.dcp_pack"]
         self.assertEqual(sorted(p["has_row_starts"] for p in packs), [False, True])
         self.assertTrue(all(p["topk"] == 512 and p["dcp_world_size"] == 2 for p in packs))
@@ -185,13 +190,13 @@ class CompileOnlyWarmupTest(unittest.TestCase):
             compile_only=True, cache_dir=self.cache_dir, jobs=2, monitor="warn"
         )
         self.assertTrue(report["ok"], report)
-        self.assertEqual(report["totals"]["keys"], 8)
+        self.assertEqual(report["totals"]["keys"], DEFAULT_KEYS)
         self.assertEqual(report["totals"]["failed"], 0)
         self.assertEqual(report["devices"], [])
         self.assertEqual(report["archs"], ["sm_90a"])
         self.assertTrue(report["monitor_armed"])
         self.assertTrue(zerojit.monitor.armed())
-        self.assertIn("8 keys", report["summary"])
+        self.assertIn(f"{DEFAULT_KEYS} keys", report["summary"])
         self.assertEqual(
             sorted({k["kernel"] for k in report["keys"]}),
             sorted({e["kernel"] for e in zerojit.manifest()}),
@@ -200,13 +205,13 @@ class CompileOnlyWarmupTest(unittest.TestCase):
 
         # The same process warms again from memory; counters saw each key once.
         again = zerojit.warmup(compile_only=True, jobs=2)
-        self.assertEqual(again["totals"]["from_memory"], 8)
+        self.assertEqual(again["totals"]["from_memory"], DEFAULT_KEYS)
         counters = zerojit.monitor.counters()
         self.assertEqual(counters["dsv4.dequant_gather"]["runtime_jit"], 0)
         self.assertEqual(counters["dsv4.dequant_gather"]["loads"], 0)
 
         entries = zerojit.cache.ls(self.cache_dir)
-        self.assertGreaterEqual(len(entries), 8)
+        self.assertGreaterEqual(len(entries), DEFAULT_KEYS)
         self.assertTrue(all(e["status"] == "ok" for e in entries), entries)
         self.assertIn("dsv4.c4_store", {e["kernel"] for e in entries})
         verified = zerojit.cache.verify(self.cache_dir)
@@ -215,7 +220,7 @@ class CompileOnlyWarmupTest(unittest.TestCase):
         collected = zerojit.cache.gc(self.cache_dir)
         self.assertEqual(collected["removed"], 0)
         cleared = zerojit.cache.clear(self.cache_dir)
-        self.assertGreaterEqual(cleared["removed"], 8)
+        self.assertGreaterEqual(cleared["removed"], DEFAULT_KEYS)
         self.assertEqual(zerojit.cache.ls(self.cache_dir), [])
 
     def test_warmup_in_worker_processes(self):
@@ -225,12 +230,12 @@ class CompileOnlyWarmupTest(unittest.TestCase):
             compile_processes=True,
         )
         self.assertTrue(report["ok"], report)
-        self.assertEqual(report["totals"]["compiled"], 8)
+        self.assertEqual(report["totals"]["compiled"], DEFAULT_KEYS)
         self.assertEqual(report["compile_workers"], 2)
         self.assertEqual(report["compile_fallbacks"], 0)
         # In-process by default (another arch, so that the keys do compile).
         default = zerojit.warmup(compile_only=True, cache_dir="off", jobs=2, arch="sm_120a")
-        self.assertEqual(default["totals"]["compiled"], 8)
+        self.assertEqual(default["totals"]["compiled"], DEFAULT_KEYS)
         self.assertEqual(default["compile_workers"], 0)
 
     def test_warmup_for_another_architecture(self):

@@ -580,7 +580,7 @@ class WarmupAndGraphTest(KernelTestCase):
     def test_warmed_kernel_is_captured_in_a_cuda_graph_and_replayed(self):
         report = zerojit.warmup(devices=[self.device.index], jobs=4, progress="none")
         self.assertTrue(report["ok"], report)
-        self.assertEqual(report["totals"]["keys"], 8)
+        self.assertEqual(report["totals"]["keys"], len(zerojit.manifest()))
         self.assertEqual(report["devices"], [self.device.index])
 
         rows = 256  # the warmed sliding-window key: (256, gather_lens)

@@ -19,21 +19,25 @@ using zerojit::testing::TempDir;
 using ZerojitTool = zerojit::testing::ToolTest;
 using zerojit::testing::result_of;
 
+// The default configuration's manifest: spec section 11's 8 keys with C128 compress as its decode
+// and its prefill scan (DESIGN.md).
+constexpr int kDefaultKeys = 9;
 const std::vector<std::string> kDefaultManifestKernels = {
-    "dsv4.indexer_q_fp8",  "dsv4.indexer_q_fp8", "dsv4.dequant_gather", "dsv4.dequant_gather",
-    "dsv4.dequant_gather", "dsv4.c4_store",      "dsv4.c128_compress",  "dsv4.c128_store"};
+    "dsv4.indexer_q_fp8",  "dsv4.indexer_q_fp8",  "dsv4.dequant_gather",
+    "dsv4.dequant_gather", "dsv4.dequant_gather", "dsv4.c4_store",
+    "dsv4.c128_compress",  "dsv4.c128_compress",  "dsv4.c128_store"};
 
-TEST_F(ZerojitTool, KeysJsonIsTheEightKeyDefaultManifest) {
+TEST_F(ZerojitTool, KeysJsonIsTheNineKeyDefaultManifest) {
   const Result r = run({"keys", "--json"});
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   const json document = result_of(r, "keys");
-  EXPECT_EQ(document.at("count"), 8);
-  ASSERT_EQ(document.at("keys").size(), 8u);
+  EXPECT_EQ(document.at("count"), kDefaultKeys);
+  ASSERT_EQ(document.at("keys").size(), static_cast<std::size_t>(kDefaultKeys));
   std::vector<std::string> kernels;
   for (const auto& key : document.at("keys")) kernels.push_back(key.at("kernel"));
   EXPECT_EQ(kernels, kDefaultManifestKernels);
   EXPECT_EQ(document.at("keys")[1].at("key").at("coarsen"), 4);
-  EXPECT_EQ(document.at("keys")[7].at("key").at("kv_block_stride"), 1728);
+  EXPECT_EQ(document.at("keys")[8].at("key").at("kv_block_stride"), 1728);
   EXPECT_TRUE(document.at("dead_axes").empty());
   EXPECT_EQ(document.at("arch"), "sm_90a");
 }
@@ -42,14 +46,14 @@ TEST_F(ZerojitTool, KeysTextListsOneLinePerKeyWithoutColourOffATerminal) {
   const Result r = run({"keys"});
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   EXPECT_NE(r.out.find("dsv4.c128_store"), std::string::npos);
-  EXPECT_NE(r.out.find("8 keys in 5 kernels"), std::string::npos);
+  EXPECT_NE(r.out.find("9 keys in 5 kernels"), std::string::npos);
   EXPECT_EQ(r.out.find('\033'), std::string::npos) << "colour codes on a pipe";
 }
 
 TEST_F(ZerojitTool, DcpAddsTwoPackKeys) {
   const Result r = run({"keys", "--json", "--dcp-world-size", "2"});
   ASSERT_EQ(r.exit_code, 0) << describe(r);
-  EXPECT_EQ(result_of(r, "keys").at("count"), 10);
+  EXPECT_EQ(result_of(r, "keys").at("count"), kDefaultKeys + 2);
 }
 
 TEST_F(ZerojitTool, CompileOnlyMakesAPackThatASecondRunReadsFromDisk) {
@@ -57,9 +61,9 @@ TEST_F(ZerojitTool, CompileOnlyMakesAPackThatASecondRunReadsFromDisk) {
   const Result first = run({"warmup", "--compile-only", "--cache-dir", pack.str(), "--json"});
   ASSERT_EQ(first.exit_code, 0) << describe(first);
   const json a = result_of(first, "warmup");
-  EXPECT_EQ(a.at("totals").at("keys"), 8);
+  EXPECT_EQ(a.at("totals").at("keys"), kDefaultKeys);
   EXPECT_EQ(a.at("totals").at("compiled").get<int>() + a.at("totals").at("from_disk").get<int>(),
-            8);
+            kDefaultKeys);
   EXPECT_EQ(a.at("totals").at("failed"), 0);
   EXPECT_EQ(a.at("devices").size(), 0u);
   EXPECT_TRUE(a.at("cache_writable").get<bool>());
@@ -71,8 +75,8 @@ TEST_F(ZerojitTool, CompileOnlyMakesAPackThatASecondRunReadsFromDisk) {
   const Result second = run({"warmup", "--compile-only", "--cache-dir", pack.str(), "--json"});
   ASSERT_EQ(second.exit_code, 0) << describe(second);
   const json b = result_of(second, "warmup");
-  EXPECT_EQ(b.at("totals").at("keys"), 8);
-  EXPECT_EQ(b.at("totals").at("from_disk"), 8);
+  EXPECT_EQ(b.at("totals").at("keys"), kDefaultKeys);
+  EXPECT_EQ(b.at("totals").at("from_disk"), kDefaultKeys);
   EXPECT_EQ(b.at("totals").at("compiled"), 0);
 
   // Mounted read-only as a layer, with the disk cache otherwise off, it still serves all.
@@ -80,7 +84,7 @@ TEST_F(ZerojitTool, CompileOnlyMakesAPackThatASecondRunReadsFromDisk) {
       run_tool({"warmup", "--compile-only", "--layer", pack.str(), "--json"},
                {{"ZEROJIT_CACHE_DIR", "off"}, {"ZEROJIT_CACHE_READONLY_DIRS", ""}});
   ASSERT_EQ(layered.exit_code, 0) << describe(layered);
-  EXPECT_EQ(result_of(layered, "warmup").at("totals").at("from_disk"), 8);
+  EXPECT_EQ(result_of(layered, "warmup").at("totals").at("from_disk"), kDefaultKeys);
 }
 
 // On a terminal warmup draws a bar with the keys done, the rate, the time elapsed and an
@@ -117,7 +121,7 @@ TEST_F(ZerojitTool, DispatchOnlyBatteryMeetsOnlyManifestKeys) {
   EXPECT_EQ(document.at("battery").at("largest_step_tokens"), 8192);
   EXPECT_TRUE(document.at("runtime_jit").empty()) << document.at("runtime_jit").dump();
   // The battery reaches every key warmup compiles: none is wasted.
-  EXPECT_EQ(document.at("keys_met"), 8);
+  EXPECT_EQ(document.at("keys_met"), kDefaultKeys);
   EXPECT_TRUE(document.at("manifest_keys_not_met").empty());
 }
 

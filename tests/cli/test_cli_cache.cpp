@@ -145,7 +145,7 @@ TEST_F(ZerojitToolCache, CacheLsColumnsStayAlignedWithLongKeysAndPaths) {
     EXPECT_EQ(row[arch - 1], ' ') << row;
     longest_key = std::max(longest_key, arch - header.find("key"));
   }
-  EXPECT_EQ(rows, 8u) << r.out;
+  EXPECT_EQ(rows, 9u) << r.out;  // the default manifest
   EXPECT_GT(longest_key, 100u) << "the keys were meant to be long:\n" << r.out;
 }
 
@@ -160,8 +160,8 @@ TEST_F(ZerojitToolCache, CacheCommandsPrintTheEnvelope) {
   EXPECT_EQ(result_of(run_tool({"cache", "verify", "--json"}, env), "cache verify").at("valid"), 5);
   const json explained = result_of(
       run_tool({"cache", "explain", "--nvrtc-version", "13.0", "--json"}, env), "cache explain");
-  EXPECT_EQ(explained.at("keys").size(), 8u);  // the tool's own DSv4 manifest
-  EXPECT_EQ(explained.at("misses"), 8);
+  EXPECT_EQ(explained.at("keys").size(), 9u);  // the tool's own DSv4 manifest
+  EXPECT_EQ(explained.at("misses"), 9);
 
   // A damaged entry: verify fails (exit 4, not ok) and still carries its report.
   fs::path victim;

@@ -2,6 +2,7 @@
 // compiling for sm_90a and sm_100a, and the argument checks of every kernel owner.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "dsv4/family.hpp"
@@ -25,7 +26,11 @@ const std::string kIndexerMxFp4 =
 const std::string kC4 =
     "dsv4.c4_store head_size=512, state_width=1024, rope_head_dim=64, fp8_max=448, quant_block=64, "
     "token_stride=576, scale_dim=8, compress_ratio=4, overlap=true, norm_weight_dtype=bf16";
-const std::string kC128Compress = "dsv4.c128_compress head_size=512, state_width=512";
+// Section 11's C128 compress key, as a decode and a prefill scan (DESIGN.md, "C128 compress").
+const std::string kC128CompressDecode =
+    "dsv4.c128_compress head_size=512, state_width=512, cta_scan=false";
+const std::string kC128CompressPrefill =
+    "dsv4.c128_compress head_size=512, state_width=512, cta_scan=true";
 std::string c128_store(int rows, int stride) {
   return "dsv4.c128_store head_size=512, rope_head_dim=64, fp8_max=448, quant_block=64, "
          "token_stride=576, scale_dim=8, kv_block_stride=" +
@@ -50,11 +55,11 @@ std::string c128_full(bool fp8) {
          (fp8 ? "true" : "false") + ", norm_weight_dtype=bf16";
 }
 
-TEST(Dsv4Manifest, DefaultConfigIsTheEightKeysOfSection11) {
+TEST(Dsv4Manifest, DefaultConfigIsSection11sKeysWithBothC128CompressScans) {
   EXPECT_EQ(manifest_lines(default_config()),
             (std::vector<std::string>{kIndexerFp8 + "1", kIndexerFp8 + "4", gather(256, true),
-                                      gather(64, false), gather(2, false), kC4, kC128Compress,
-                                      c128_store(2, 1728)}));
+                                      gather(64, false), gather(2, false), kC4, kC128CompressDecode,
+                                      kC128CompressPrefill, c128_store(2, 1728)}));
 }
 
 TEST(Dsv4Manifest, MxFp4IndexerOnBlackwell) {
@@ -62,7 +67,7 @@ TEST(Dsv4Manifest, MxFp4IndexerOnBlackwell) {
   config.serving.indexer_dtype = IndexerDtype::mxfp4;
   config.serving.target_arch = "sm_100a";
   const auto lines = manifest_lines(config);
-  ASSERT_EQ(lines.size(), 8u);
+  ASSERT_EQ(lines.size(), 9u);
   EXPECT_EQ(lines[0], kIndexerMxFp4 + "1");
   EXPECT_EQ(lines[1], kIndexerMxFp4 + "4");
 }
@@ -74,7 +79,7 @@ TEST(Dsv4Manifest, FullCachesReplaceTheDsMlaStores) {
     EXPECT_EQ(manifest_lines(config),
               (std::vector<std::string>{kIndexerFp8 + "1", kIndexerFp8 + "4", gather(256, true),
                                         gather(64, false), gather(2, false), c4_full(fp8),
-                                        kC128Compress, c128_full(fp8)}))
+                                        kC128CompressDecode, kC128CompressPrefill, c128_full(fp8)}))
         << (fp8 ? "fp8_e4m3" : "bf16");
   }
 }
@@ -84,8 +89,8 @@ TEST(Dsv4Manifest, BlockSize64AndPackedPageStride) {
   config.serving.block_size = 64;
   EXPECT_EQ(manifest_lines(config),
             (std::vector<std::string>{kIndexerFp8 + "1", kIndexerFp8 + "4", gather(64, true),
-                                      gather(16, false), gather(1, false), kC4, kC128Compress,
-                                      c128_store(1, 1152)}));
+                                      gather(16, false), gather(1, false), kC4, kC128CompressDecode,
+                                      kC128CompressPrefill, c128_store(1, 1152)}));
   config = default_config();
   config.serving.c128_page_stride_bytes = 39168;
   EXPECT_EQ(manifest_lines(config).back(), c128_store(2, 39168));
@@ -103,12 +108,15 @@ TEST(Dsv4Manifest, CompressRatiosDecideTheCompressorsAndTheIndexer) {
   EXPECT_EQ(manifest_lines(none), std::vector<std::string>{gather(256, true)});
 }
 
-TEST(Dsv4Manifest, SmallBatchesNeverReachCoarsen4AndBlockSize0GivesNothing) {
+TEST(Dsv4Manifest, SmallBatchesNeverReachCoarsen4OrThePrefillScanAndBlockSize0GivesNothing) {
   Dsv4Config config = default_config();
   config.serving.max_num_batched_tokens = 256;
   const auto lines = manifest_lines(config);
   EXPECT_EQ(lines[0], kIndexerFp8 + "1");
   EXPECT_NE(lines[1], kIndexerFp8 + "4");
+  // Nor the prefill scan of C128 compress (above 1024 tokens).
+  EXPECT_EQ(std::count(lines.begin(), lines.end(), kC128CompressDecode), 1);
+  EXPECT_EQ(std::count(lines.begin(), lines.end(), kC128CompressPrefill), 0);
   config = default_config();
   config.serving.block_size = 0;
   EXPECT_TRUE(manifest_lines(config).empty());
@@ -118,10 +126,10 @@ TEST(Dsv4Manifest, DcpAddsTwoPackKeys) {
   Dsv4Config config = default_config();
   config.serving.dcp_world_size = 2;
   const auto lines = manifest_lines(config);
-  ASSERT_EQ(lines.size(), 10u);
-  EXPECT_EQ(lines[8],
-            "dsv4.dcp_pack topk=512, has_row_starts=false, dcp_world_size=2, cp_interleave=1");
+  ASSERT_EQ(lines.size(), 11u);
   EXPECT_EQ(lines[9],
+            "dsv4.dcp_pack topk=512, has_row_starts=false, dcp_world_size=2, cp_interleave=1");
+  EXPECT_EQ(lines[10],
             "dsv4.dcp_pack topk=512, has_row_starts=true, dcp_world_size=2, cp_interleave=1");
 }
 

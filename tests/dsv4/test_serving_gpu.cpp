@@ -70,7 +70,7 @@ TEST_F(Dsv4Gpu, WarmedDefaultManifestServesTheServingBatteryWithoutCompiling) {
   // prefill chunks (1 .. 8192 tokens), every call the attention layers make, 3 layers of each kind
   // with their own caches, after warming the default configuration's 8 keys.
   const AttentionKernels kernels(default_config());
-  warm_from_scratch(kernels, 8);
+  warm_from_scratch(kernels, 9);  // section 11 with both C128 compress scans
   if (HasFatalFailure()) return;
   if (reference_backend_) reference_backend_->execute = false;  // dry run: count, do not run
   BatteryOptions options;
@@ -134,7 +134,7 @@ TEST_F(Dsv4Gpu, WarmedManifestWithDcpServesACompactBatteryWithoutCompiling) {
   Dsv4Config config = default_config();
   config.serving.dcp_world_size = 2;
   const AttentionKernels kernels(config);
-  warm_from_scratch(kernels, 10);
+  warm_from_scratch(kernels, 11);
   if (HasFatalFailure()) return;
   if (reference_backend_) reference_backend_->execute = false;  // dry run: count, do not run
 

@@ -61,6 +61,15 @@ void check_scale_add(std::int64_t length, std::uintptr_t misalign_elements, int 
   }
 }
 
+// The SM count launch plans size grids by is the device's, not the fallback.
+TEST_F(CoreGpu, MultiprocessorCountIsTheDevicesOwn) {
+  ZEROJIT_REQUIRE_GPU();
+  const cuda::DeviceInfo info = cuda::device_info(0);
+  ASSERT_GT(info.multiprocessors, 0);
+  EXPECT_EQ(cuda::multiprocessor_count(0), info.multiprocessors);
+  EXPECT_EQ(cuda::multiprocessor_count(0), info.multiprocessors);  // cached read
+}
+
 TEST_F(CoreGpu, ScaleAddMatchesTheHostOnEveryPath) {
   ZEROJIT_REQUIRE_GPU();
   check_scale_add<float>(1 << 20, 0);        // 4-wide

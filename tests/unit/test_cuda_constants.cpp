@@ -64,5 +64,17 @@ TEST(CudaDeclarations, NoDriverMeansAClearErrorNotACrash) {
   }
 }
 
+// Launch plans size grids by the SM count; without a device they still get one.
+TEST(CudaDeclarations, MultiprocessorCountFallsBackWhereThereIsNoSuchDevice) {
+  EXPECT_EQ(cuda::multiprocessor_count(-1), cuda::kFallbackMultiprocessors);
+  EXPECT_EQ(cuda::multiprocessor_count(1 << 20), cuda::kFallbackMultiprocessors);
+  if (cuda::device_count() == 0) {
+    EXPECT_EQ(cuda::multiprocessor_count(0), cuda::kFallbackMultiprocessors);
+  } else {
+    EXPECT_EQ(cuda::multiprocessor_count(0), cuda::device_info(0).multiprocessors);
+    EXPECT_EQ(cuda::multiprocessor_count(0), cuda::multiprocessor_count(0));  // cached
+  }
+}
+
 }  // namespace
 }  // namespace zerojit

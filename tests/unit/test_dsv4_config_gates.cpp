@@ -29,7 +29,7 @@ TEST(Dsv4Gates, DefaultConfigGivesTheSection11Manifest) {
 
   const auto c128_compress = c128_compress_gate(config);
   ASSERT_TRUE(c128_compress.has_value());
-  EXPECT_EQ(*c128_compress, (C128CompressGate{512, 512}));
+  EXPECT_EQ(*c128_compress, (C128CompressGate{512, 512, 8192}));
 
   const auto c128_store = c128_ds_mla_store_gate(config);
   ASSERT_TRUE(c128_store.has_value());
@@ -67,7 +67,7 @@ TEST(Dsv4Gates, Bf16CacheUsesTheFullStores) {
   ASSERT_TRUE(c128_full.has_value());
   EXPECT_EQ(*c128_full, (C128FullStoreGate{512, 64, false, FloatDtype::bf16, 2}));
   // The compress stage feeds either store.
-  EXPECT_EQ(c128_compress_gate(config), (C128CompressGate{512, 512}));
+  EXPECT_EQ(c128_compress_gate(config), (C128CompressGate{512, 512, 8192}));
   EXPECT_TRUE(indexer_q_gate(config).has_value());
 }
 

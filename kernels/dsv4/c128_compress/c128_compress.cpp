@@ -2,6 +2,7 @@
 
 #include "dsv4/c128_compress/c128_compress_params.h"
 #include "dsv4/compressor/checks.hpp"
+#include "zerojit/cuda.hpp"
 
 namespace zerojit::dsv4 {
 
@@ -11,8 +12,10 @@ C128CompressKey C128CompressKernel::dispatch(const C128CompressDescriptors& d) c
   const ArgumentChecks checks = this->checks();
   checks.tensor(d.compressed_kv, "compressed_kv", {DType::f32}, 2);
   checks.tensor(d.state_cache, "state_cache", {DType::f32}, 3);
+  checks.tensor(d.slot_mapping, "slot_mapping", {DType::i64}, 1);
   C128CompressKey key{static_cast<int>(d.compressed_kv.size(1)),
-                      static_cast<int>(d.state_cache.size(2) / 2)};
+                      static_cast<int>(d.state_cache.size(2) / 2),
+                      d.slot_mapping.size(0) > params::kC128CompressDecodeTokens};
   if (key.head_size % 64 != 0) {
     checks.fail("compressed_kv",
                 "head size must be a multiple of 64, got " + to_string(d.compressed_kv));
@@ -28,7 +31,8 @@ Program C128CompressKernel::program(const C128CompressKey& key) const {
                               "width 512");
   }
   return make_program(key, "dsv4/c128_compress/c128_compress.cu",
-                      "zj::dsv4::c128_compress_kernel<" + std::to_string(key.head_size) + ">");
+                      "zj::dsv4::c128_compress_kernel<" + std::to_string(key.head_size) +
+                          (key.cta_scan ? ", true>" : ", false>"));
 }
 
 LaunchSpecWithOutputs<C128CompressKey, TensorRef> C128CompressKernel::plan(
@@ -72,7 +76,10 @@ LaunchSpecWithOutputs<C128CompressKey, TensorRef> C128CompressKernel::plan(
   p.compressed_kv = a.compressed_kv.as<float>();
   LaunchSpecWithOutputs<C128CompressKey, TensorRef> spec{key, {}, {}, a.compressed_kv};
   spec.device = state.device.ordinal;
-  spec.geometry.grid.x = static_cast<std::uint32_t>(params::c128_compress_grid(tokens));
+  const int multiprocessors = cuda::multiprocessor_count(spec.device);
+  spec.geometry.grid.x =
+      static_cast<std::uint32_t>(params::c128_compress_grid(tokens, multiprocessors));
+  spec.geometry.shared_bytes = key.cta_scan ? params::kC128CompressWideListBytes : 0;
   spec.geometry.block.x = params::kC128CompressThreads;
   spec.args.push(p);
   return spec;
@@ -89,7 +96,16 @@ WarmupSpace<C128CompressDescriptors> C128CompressKernel::warmup_space(
   d.slot_mapping = TensorDesc::contiguous(DType::i64, {1});
   d.block_table = TensorDesc::contiguous(DType::i32, {1, 64});
   d.compressed_kv = TensorDesc::contiguous(DType::f32, {1, head_size});
-  return WarmupSpace<C128CompressDescriptors>(d);
+  // Decode and prefill calls: dispatch picks the scan by the token count.
+  WarmupSpace<C128CompressDescriptors> space(d);
+  space.advance("num_tokens", 1, gate.max_num_tokens, next_power_of_two,
+                [](C128CompressDescriptors& desc, std::int64_t tokens) {
+                  desc.token_to_req.shape[0] = tokens;
+                  desc.positions.shape[0] = tokens;
+                  desc.slot_mapping.shape[0] = tokens;
+                  desc.compressed_kv.shape[0] = tokens;
+                });
+  return space;
 }
 
 }  // namespace zerojit::dsv4

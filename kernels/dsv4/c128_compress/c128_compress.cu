@@ -4,10 +4,15 @@
 // Template parameters:
 //   HeadSize  head size = state width (512 for DSv4; a multiple of 64). A state row is
 //             [kv HeadSize | score HeadSize].
-// Launch: grid = c128_compress_grid(num_tokens) CTAs, a multiple of HeadSize / 64 (any positive
-//   multiple is correct: see "token chunks" in compressor_params.h); CTA b pools column tile
-//   b % tiles of the active tokens of chunk b / tiles, in token order. block =
-//   kC128CompressThreads (256), no dynamic shared memory (static ~8 KiB).
+//   CtaScan   the key's cta_scan, set for prefill calls (more than kC128CompressDecodeTokens
+//             tokens): chunks longer than 32 tokens are scanned by the whole CTA, and the next
+//             active token's rows are prefetched into L2 while the current one is pooled.
+// Launch: grid = c128_compress_grid(num_tokens, SMs) CTAs, a multiple of HeadSize / 64 (any
+//   positive multiple is correct: see "token chunks" in compressor_params.h); CTA b pools column
+//   tile b % tiles of the active tokens of chunk b / tiles, in token order. block =
+//   kC128CompressThreads (256); dynamic shared memory kC128CompressWideListBytes for CtaScan,
+//   else 0 (any value is correct: below that, chunks are scanned 32 tokens at a time); static
+//   ~8 KiB.
 // Mapping (the spec's 8 warps x 16 rows x 64 columns, with 16-byte loads): warp w pools rows
 //   start + 16 w .. +15, i.e. state blocks block_table[req, start / 8 + 2 w + h] for half-warp
 //   h = lane / 16; each lane reads 4 consecutive columns (one 16 B kv and one 16 B score load
@@ -27,7 +32,7 @@
 
 namespace zj::dsv4 {
 
-template <int HeadSize>
+template <int HeadSize, bool CtaScan>
 __global__ void __launch_bounds__(kC128CompressThreads)
     c128_compress_kernel(const __grid_constant__ C128CompressParams params) {
   using namespace compressor;
@@ -48,38 +53,67 @@ __global__ void __launch_bounds__(kC128CompressThreads)
   __shared__ float partial_s[kRowsPerLane][kPartialStride];
   __shared__ float partial_p[kRowsPerLane][kPartialStride];
 
-  __shared__ ActiveToken active_tokens[kTokensPerRound];
+  const auto examine = [&](long long token, ActiveToken& record) {
+    if (token >= params.num_token_to_req || token >= params.num_positions ||
+        params.state_block_size != kC128StateBlockSize) {
+      return false;
+    }
+    const long long slot = params.slot_mapping[token];
+    const long long position = params.positions[token];
+    const int request = params.token_to_req[token];
+    if (slot < 0 || position < 0 || ((position + 1) % kC128Ratio) != 0) return false;
+    if (request < 0 || request >= params.block_table_rows) return false;
+    // Rows p-127..p use block-table columns (p-127)/8 .. p/8.
+    if (position / kC128StateBlockSize >= params.block_table_width) return false;
+    record.token = token;
+    record.position = position;
+    record.request = request;
+    return true;
+  };
+  // This thread's state block of a token: rows p-127+16w+8h .. +7 (one block per half-warp).
+  const auto block_of = [&](const ActiveToken& token) {
+    const long long first_block_column = (token.position - (kC128Ratio - 1)) / kC128StateBlockSize;
+    const int block = params.block_table[token.request * params.block_table_stride +
+                                         first_block_column + 2 * warp + half];
+    return block < 0 ? 0 : block;  // spec 0.5: clamped >= 0
+  };
+
+  // Only 1 token in 128 is active, so in a prefill (CtaScan) a chunk longer than one warp's round
+  // is scanned by the whole CTA, kC128CompressThreads tokens at a time (one metadata latency for
+  // all of them), into the list the launch passes as dynamic shared memory. Decode launches
+  // (CtaScan false) keep warp 0's 32-token rounds and none of the prefill code: measured on the
+  // H200, one kernel holding both paths made a 64-token call 0.3 us slower (4.4 -> 4.8 us),
+  // whether the two loops shared their body or were written out apart.
+  static_assert(sizeof(ActiveToken) * kC128CompressThreads == kC128CompressWideListBytes,
+                "the wide list's size is part of the launch contract");
+  extern __shared__ ActiveToken wide_list[];
+  __shared__ ActiveToken narrow_list[kTokensPerRound];
   const TokenRange range = chunk_tokens(params.num_tokens, blockIdx.x / kTiles, gridDim.x / kTiles);
-  for (long long first = range.begin; first < range.end; first += kTokensPerRound) {
-    const int active_count = collect_active_tokens(
-        first, range.end,
-        [&](long long token, ActiveToken& record) {
-          if (token >= params.num_token_to_req || token >= params.num_positions ||
-              params.state_block_size != kC128StateBlockSize) {
-            return false;
-          }
-          const long long slot = params.slot_mapping[token];
-          const long long position = params.positions[token];
-          const int request = params.token_to_req[token];
-          if (slot < 0 || position < 0 || ((position + 1) % kC128Ratio) != 0) return false;
-          if (request < 0 || request >= params.block_table_rows) return false;
-          // Rows p-127..p use block-table columns (p-127)/8 .. p/8.
-          if (position / kC128StateBlockSize >= params.block_table_width) return false;
-          record.token = token;
-          record.position = position;
-          record.request = request;
-          return true;
-        },
-        active_tokens);
+
+  const bool wide_rounds = CtaScan && range.end - range.begin > kTokensPerRound &&
+                           dynamic_shared_bytes() >= kC128CompressWideListBytes;
+  ActiveToken* const active_tokens = wide_rounds ? wide_list : narrow_list;
+  const int round_tokens = wide_rounds ? kC128CompressThreads : kTokensPerRound;
+  for (long long first = range.begin; first < range.end; first += round_tokens) {
+    const int active_count = wide_rounds
+                                 ? collect_active_tokens_cta<kC128CompressThreads>(
+                                       first, range.end, examine, active_tokens)
+                                 : collect_active_tokens(first, range.end, examine, active_tokens);
 
     for (int index = 0; index < active_count; ++index) {
       const ActiveToken token = active_tokens[index];
-      const long long first_block_column =
-          (token.position - (kC128Ratio - 1)) / kC128StateBlockSize;
-      int block = params.block_table[token.request * params.block_table_stride +
-                                     first_block_column + 2 * warp + half];
-      block = block < 0 ? 0 : block;  // spec 0.5: clamped >= 0
-      const float* rows = params.state_cache + block * params.state_block_stride + column;
+      const float* rows = params.state_cache + block_of(token) * params.state_block_stride + column;
+      if (CtaScan && index + 1 < active_count) {
+        // The next token's 64 KiB tile streams into L2 while this one is pooled: lane l of each
+        // half-warp prefetches row l % 8 of its block, the kv half (l < 8) or the score half.
+        const int lane16 = lane & 15;
+        const float* next_rows = params.state_cache +
+                                 block_of(active_tokens[index + 1]) * params.state_block_stride +
+                                 tile * kC128CompressColumns;
+        prefetch_l2(next_rows + (lane16 % kRowsPerLane) * params.state_row_stride +
+                        (lane16 / kRowsPerLane) * HeadSize,
+                    kC128CompressColumns * sizeof(float));
+      }
 
       float kv[kRowsPerLane][4];
       float score[kRowsPerLane][4];

@@ -12,10 +12,14 @@ namespace zerojit::dsv4 {
 struct C128CompressKey {
   int head_size = 512;
   int state_width = 512;
+  // A prefill call (more than 1024 tokens): chunks are scanned by the whole CTA and each CTA
+  // prefetches its next active token's rows; a decode call keeps the lean warp-scan kernel.
+  bool cta_scan = false;
 
   static constexpr auto fields() {
     return std::tuple{field("head_size", &C128CompressKey::head_size),
-                      field("state_width", &C128CompressKey::state_width)};
+                      field("state_width", &C128CompressKey::state_width),
+                      field("cta_scan", &C128CompressKey::cta_scan)};
   }
   auto operator<=>(const C128CompressKey&) const = default;
 };
@@ -55,9 +59,10 @@ struct C128CompressArgs {
 class C128CompressKernel final
     : public JitKernel<C128CompressKernel, C128CompressKey, C128CompressDescriptors> {
  public:
-  // head_size = compressed_kv.shape[1], state_width = state_cache.shape[2] / 2.
+  // head_size = compressed_kv.shape[1], state_width = state_cache.shape[2] / 2, cta_scan =
+  // slot_mapping.shape[0] > 1024 (kC128CompressDecodeTokens).
   C128CompressKey dispatch(const C128CompressDescriptors& descriptors) const override;
-  // Builds head 512 with state width 512.
+  // Builds head 512 with state width 512, either scan.
   Program program(const C128CompressKey& key) const override;
   // Returns compressed_kv, the plan's declared output.
   LaunchSpecWithOutputs<C128CompressKey, TensorRef> plan(const C128CompressArgs& args) const;

@@ -9,6 +9,7 @@ std::optional<C128CompressGate> c128_compress_gate(const Dsv4Config& config) {
   return C128CompressGate{
       .head_size = config.model.head_dim,
       .state_width = config.model.head_dim,
+      .max_num_tokens = config.serving.max_num_batched_tokens,
   };
 }
 

@@ -228,6 +228,37 @@ __device__ __forceinline__ int collect_active_tokens(long long first, long long 
   return active_count;
 }
 
+// The same with every thread of the CTA examining one token: `Threads` (= blockDim.x, a multiple
+// of 32) tokens a round, one metadata latency for all of them, for chunks longer than one warp's
+// round. `list` holds `Threads` entries.
+template <int Threads, typename Examine>
+__device__ __forceinline__ int collect_active_tokens_cta(long long first, long long end,
+                                                         Examine examine, ActiveToken* list) {
+  static_assert(Threads % 32 == 0, "whole warps only");
+  constexpr int kWarps = Threads / 32;
+  __shared__ int warp_counts[kWarps];
+  __syncthreads();
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const int warp = static_cast<int>(threadIdx.x) >> 5;
+  const long long token = first + threadIdx.x;
+  ActiveToken record;
+  const bool active = token < end && examine(token, record);
+  const unsigned mask = __ballot_sync(kFullMask, active);
+  if (lane == 0) warp_counts[warp] = __popc(mask);
+  __syncthreads();
+  int before = 0;
+  int total = 0;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) {
+    const int count = warp_counts[w];
+    before += w < warp ? count : 0;
+    total += count;
+  }
+  if (active) list[before + __popc(mask & ((1u << lane) - 1u))] = record;
+  __syncthreads();
+  return total;
+}
+
 // --- C4 pooling (shared by c4_store.cu and c4_store_full.cu) ---------------------------------
 
 // Spec 3's active condition plus the guards of compressor_params.h. The lengths are checked

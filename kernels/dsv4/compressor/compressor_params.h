@@ -52,6 +52,9 @@ inline constexpr int kC128StateBlockSize = 8;     // the C128 compress kernel re
 inline constexpr int kC128CompressThreads = 256;  // 8 warps, 16 rows each
 inline constexpr int kC128CompressColumns = 64;   // columns of the head one CTA pools
 inline constexpr int kC128CompressColumnTiles = kCompressorHeadSize / kC128CompressColumns;  // 8
+// Resident C128 compress CTAs an SM: 256 threads of ~80 registers (8 rows x 4 columns of kv
+// and of score each in flight).
+inline constexpr int kC128CompressBlocksPerSm = 3;
 inline constexpr int kC128StoreThreads = 256;  // C128 stores: 8 warps, one row per warp at a time
 // Resident CTAs asked of ptxas (<= 64 registers a thread; the 48 KiB of staging a CTA allows
 // 4 a SM as well): sparse batches are latency-bound, so more resident warps scanning means
@@ -92,17 +95,34 @@ constexpr long long c4_store_grid(long long num_tokens) {
   const long long k = compressor_tokens_per_cta(num_tokens, 2048, 8);
   return (num_tokens + k - 1) / k;
 }
-// C128 compress takes K = num_tokens / 128 (up to 32, above 32768 tokens up to 64). The kernel
-// is register-bound at 3 CTAs an SM, so fewer, fuller chunks mean fewer waves; measured on the
-// H200 (CUDA-graph replay, cold L2; docs/BENCHMARKS.md section 8) against num_tokens / 256 up
-// to 32: 4096 tokens 10.5 -> 8.95 us, 131072 tokens 161.6 -> 157.9 us, 8192 and 16384 the
-// same K. Tried and dropped: K up to 128-512 with every thread examining a token (one
-// metadata latency a round instead of K / 32): 8.2 us at 4096 tokens, but 1-3 us slower at
-// decode and mid sizes, with the same grids.
-constexpr long long c128_compress_grid(long long num_tokens) {
-  const long long k = compressor_tokens_per_cta(num_tokens, 128, num_tokens > 32768 ? 64 : 32);
+// C128 compress: K tokens a chunk, by the prefill's size (measured on the H200, CUDA-graph replay,
+// 4 requests of T / 4 tokens; docs/BENCHMARKS.md section 8):
+//  * up to 1024 tokens (decode, small prefills) K = T / 128, at least 1: several tokens of one
+//    chunk may be boundaries there, and each CTA pools its active tokens one after another;
+//  * while one boundary a chunk (K = 128) fits in one wave of resident CTAs
+//    (kC128CompressBlocksPerSm an SM), K = 128: 4096 tokens 256 CTAs, 8.2 us (K = 32: 9.0);
+//  * up to 32768 tokens K = 64: half the CTAs find no boundary and leave at once, but the
+//    active ones stay spread over every SM (16384 tokens 22.9 us; K = 128: 24.0, K = 32: 24.9);
+//  * above, K = 256: two boundaries a chunk, the second prefetched into L2 while the first is
+//    pooled (131072 tokens 156.2 us; K = 64: 161.4).
+// Prefill calls (more than kC128CompressDecodeTokens tokens) have chunks of K >= 64 tokens and
+// run the key's cta_scan variant, which scans them with the whole CTA at once into a list passed
+// as kC128CompressWideListBytes of dynamic shared memory.
+inline constexpr long long kC128CompressDecodeTokens = 1024;
+constexpr long long c128_compress_tokens_per_chunk(long long num_tokens, int multiprocessors) {
+  if (num_tokens <= kC128CompressDecodeTokens) {
+    return compressor_tokens_per_cta(num_tokens, 128, 8);
+  }
+  const long long resident_chunks =
+      static_cast<long long>(multiprocessors) * kC128CompressBlocksPerSm / kC128CompressColumnTiles;
+  if ((num_tokens + 127) / 128 <= resident_chunks) return 128;
+  return num_tokens <= 32768 ? 64 : 256;
+}
+constexpr long long c128_compress_grid(long long num_tokens, int multiprocessors) {
+  const long long k = c128_compress_tokens_per_chunk(num_tokens, multiprocessors);
   return (num_tokens + k - 1) / k * kC128CompressColumnTiles;
 }
+inline constexpr int kC128CompressWideListBytes = kC128CompressThreads * 32;  // 256 entries
 constexpr long long c128_store_grid(long long num_tokens) {
   const long long tokens_per_cta =
       compressor_tokens_per_cta(num_tokens, 4096, 32) * (kC128StoreThreads / 32);

@@ -46,20 +46,33 @@ inline constexpr int kDequantGatherDynamicSharedBytes = 0;
 // Each warp keeps at most 3 rows (1.7 KB) in flight, so bandwidth comes from many resident
 // warps: the kernel is register-capped (40 per thread) for 12 CTAs = 48 warps per SM on sm_90.
 inline constexpr int kDequantGatherMinBlocksPerSm = 12;
-// The grid aims at about this many CTAs in total, split across the requests.
-inline constexpr long long kDequantGatherTargetBlocks = 8192;
+// The grid gives each warp about kDequantGatherRowsPerWarp rows, so that its pipeline keeps 3 in
+// flight and the seq_lens -> block table latency is paid once for several rows, unless that
+// leaves fewer than kDequantGatherMinBlocks CTAs in all: small calls need every warp they can
+// get, one row each. Measured on the H200 (CUDA-graph replay; docs/BENCHMARKS.md section 8)
+// against the previous min(ceil(rows / 4), ceil(8192 / num_reqs)): the SWA call (64 x 128 rows)
+// 6.7 -> 6.4 us, the C128 cache (64 x 512) 18.8 -> 18.0, 64 x 16384 rows 463 -> 453, 64 x 65536
+// 1868 -> 1807; one warp a row (the previous grid) kept only for 2 x 32 rows.
+inline constexpr long long kDequantGatherRowsPerWarp = 10;
+inline constexpr long long kDequantGatherMinBlocks = 512;
+// Beyond this many workers a request's CTAs only add scheduling (64 x 65536 rows: 1024 is
+// CuTeDSL's best fixed grid.y).
+inline constexpr long long kDequantGatherMaxWorkers = 1024;
 
-// W = max(1, min(ceil((M - offset) / 4), ceil(8192 / num_reqs))): enough workers for every
-// destination row to get a warp, but no more CTAs than the target. W does not change results.
+// W = min(ceil((M - offset) / 4), max(ceil((M - offset) / 40), ceil(512 / num_reqs)), 1024),
+// at least 1. W does not change results.
 constexpr long long dequant_gather_num_workers(long long num_rows_out, long long offset,
                                                long long num_reqs) {
   const long long rows = num_rows_out - offset;
-  const long long for_rows =
-      rows > 0 ? (rows + kDequantGatherWarpsPerBlock - 1) / kDequantGatherWarpsPerBlock : 0;
-  const long long for_target =
-      num_reqs > 0 ? (kDequantGatherTargetBlocks + num_reqs - 1) / num_reqs : 1;
-  const long long workers = for_rows < for_target ? for_rows : for_target;
-  return workers > 1 ? workers : 1;
+  if (rows <= 0 || num_reqs <= 0) return 1;
+  const long long one_row_a_warp =
+      (rows + kDequantGatherWarpsPerBlock - 1) / kDequantGatherWarpsPerBlock;
+  constexpr long long kRowsPerWorker = kDequantGatherWarpsPerBlock * kDequantGatherRowsPerWarp;
+  const long long for_rows = (rows + kRowsPerWorker - 1) / kRowsPerWorker;
+  const long long for_grid = (kDequantGatherMinBlocks + num_reqs - 1) / num_reqs;
+  long long workers = for_rows > for_grid ? for_rows : for_grid;
+  workers = workers < one_row_a_warp ? workers : one_row_a_warp;
+  return workers < kDequantGatherMaxWorkers ? workers : kDequantGatherMaxWorkers;
 }
 
 }  // namespace zj::dsv4

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "dsv4/compressor/compressor_params.h"
 #include "dsv4/support/arguments.hpp"
 
 namespace zerojit::dsv4 {
@@ -125,6 +126,19 @@ TEST_F(Dsv4Arguments, C128Compress) {
   expect_all_refused<A>(
       kernel, c128_compress_args(), [&](const A& a) { (void)kernel.plan(a); },
       [&](const A& a) { kernel(a); }, mutations);
+}
+
+// The C128 compress grid by prefill size (compressor_params.h): a chunk of tokens a CTA group.
+TEST(CompressorGrids, C128CompressChunksFollowThePrefillSize) {
+  using zj::dsv4::c128_compress_grid;
+  static_assert(c128_compress_grid(0, 132) == 0);
+  static_assert(c128_compress_grid(64, 132) == 512);       // decode: a token a chunk, 8 tiles
+  static_assert(c128_compress_grid(1024, 132) == 1024);    // K = 8
+  static_assert(c128_compress_grid(4096, 132) == 256);     // K = 128: 32 chunks in one wave
+  static_assert(c128_compress_grid(16384, 132) == 2048);   // K = 64
+  static_assert(c128_compress_grid(131072, 132) == 4096);  // K = 256
+  static_assert(c128_compress_grid(4096, 16) == 512);      // 16 SMs hold 6 chunks: K = 64
+  SUCCEED();
 }
 
 }  // namespace

@@ -253,13 +253,17 @@ TEST(DequantGatherReference, RejectsBadArguments) {
   EXPECT_THROW(zerojit::dsv4::reference::dequant_gather(params, 1, true), std::invalid_argument);
 }
 
-TEST(DequantGatherParams, NumWorkers) {
+TEST(DequantGatherParams, NumWorkersGiveEachWarpAboutTenRowsInAGridOfAtLeast512Ctas) {
   using zj::dsv4::dequant_gather_num_workers;
-  static_assert(dequant_gather_num_workers(8192, 0, 1) == 2048);  // ceil(8192 / 4)
-  static_assert(dequant_gather_num_workers(8192, 0, 64) == 128);  // ceil(8192 / 64)
-  static_assert(dequant_gather_num_workers(130, 128, 3) == 1);    // ceil(2 / 4)
-  static_assert(dequant_gather_num_workers(10, 10, 3) == 1);      // no rows left: still 1
-  static_assert(dequant_gather_num_workers(100000, 0, 3) == 2731);
+  static_assert(dequant_gather_num_workers(32, 0, 2) == 8);        // a row a warp: ceil(32 / 4)
+  static_assert(dequant_gather_num_workers(4096, 0, 2) == 256);    // ceil(512 / 2) CTAs a request
+  static_assert(dequant_gather_num_workers(128, 0, 64) == 8);      // ceil(512 / 64)
+  static_assert(dequant_gather_num_workers(512, 0, 64) == 13);     // ceil(512 / 40)
+  static_assert(dequant_gather_num_workers(16384, 0, 64) == 410);  // ceil(16384 / 40)
+  static_assert(dequant_gather_num_workers(65536, 0, 8) == 1024);  // the cap
+  static_assert(dequant_gather_num_workers(130, 128, 3) == 1);     // 2 rows left
+  static_assert(dequant_gather_num_workers(10, 10, 3) == 1);       // no rows left: still 1
+  static_assert(dequant_gather_num_workers(100, 0, 0) == 1);
   SUCCEED();
 }
 
