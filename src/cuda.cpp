@@ -180,8 +180,9 @@ DeviceInfo device_info(int ordinal) {
 }
 
 int multiprocessor_count(int ordinal) noexcept {
-  // 0 = not read yet. Racing first readers both ask the driver and store the same value.
-  static std::array<std::atomic<int>, 64> cached{};
+  // One slot per device, as for the primary contexts; 0 = not read yet. Racing first readers
+  // both ask the driver and store the same value.
+  static std::array<std::atomic<int>, kMaxPrimaryContexts> cached{};
   const bool cacheable = ordinal >= 0 && ordinal < static_cast<int>(cached.size());
   if (cacheable) {
     if (const int known =

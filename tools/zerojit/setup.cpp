@@ -1,7 +1,10 @@
 #include "setup.hpp"
 
 #include <cstdio>
+#include <functional>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "option_values.hpp"
 #include "zerojit/compiler.hpp"
@@ -25,6 +28,36 @@ bool is_refusal(std::string_view warning) {
          warning.starts_with("refusing read-only layer ");
 }
 
+// Warnings a cache says while it opens, held so that a refusal can become the tool's error,
+// said once. After stop_holding() later warnings go straight to stderr; print() says the held
+// ones when they are not the error.
+class HeldWarnings {
+ public:
+  std::function<void(std::string_view)> sink() const {
+    return [state = state_](std::string_view line) {
+      if (state->holding) {
+        state->lines.emplace_back(line);
+      } else {
+        std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
+      }
+    };
+  }
+  const std::vector<std::string>& stop_holding() {
+    state_->holding = false;
+    return state_->lines;
+  }
+  void print() const {
+    for (const std::string& line : state_->lines) std::fprintf(stderr, "%s\n", line.c_str());
+  }
+
+ private:
+  struct State {
+    std::vector<std::string> lines;
+    bool holding = true;
+  };
+  std::shared_ptr<State> state_ = std::make_shared<State>();
+};
+
 // The remote the options or the environment name, checked now, or nullptr.
 std::shared_ptr<RemoteCache> open_remote(const CacheSelection& selection,
                                          std::string_view command) {
@@ -41,18 +74,8 @@ std::shared_ptr<RemoteCache> open_remote(const CacheSelection& selection,
   }
   if (options.url.empty()) return nullptr;
   // Warnings of the start-up check are held: a configuration error is said once, as the error.
-  struct Held {
-    std::vector<std::string> lines;
-    bool holding = true;
-  };
-  auto held = std::make_shared<Held>();
-  options.warning_sink = [held](std::string_view line) {
-    if (held->holding) {
-      held->lines.emplace_back(line);
-    } else {
-      std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
-    }
-  };
+  HeldWarnings held;
+  options.warning_sink = held.sink();
   std::shared_ptr<RemoteCache> remote;
   try {
     remote = std::make_shared<RemoteCache>(std::move(options));
@@ -66,8 +89,8 @@ std::shared_ptr<RemoteCache> open_remote(const CacheSelection& selection,
                     "database, and that hiredis is installed; docs/CACHE.md, \"The remote tier\""};
   }
   // Unreachable now: a warning; the tier retries after its backoff.
-  held->holding = false;
-  for (const std::string& line : held->lines) std::fprintf(stderr, "%s\n", line.c_str());
+  held.stop_holding();
+  held.print();
   return remote;
 }
 
@@ -92,23 +115,12 @@ void install_cache(const CacheSelection& selection, std::string_view command) {
   for (const std::string& layer : selection.layers) options.read_only_layers.emplace_back(layer);
   options.allow_shared_root = options.allow_shared_root || selection.allow_shared;
   // Warnings met while opening are held: a refusal becomes the error itself, said once.
-  struct Held {
-    std::vector<std::string> lines;
-    bool holding = true;
-  };
-  auto held = std::make_shared<Held>();
-  options.warning_sink = [held](std::string_view line) {
-    if (held->holding) {
-      held->lines.emplace_back(line);
-    } else {
-      std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
-    }
-  };
+  HeldWarnings held;
+  options.warning_sink = held.sink();
   auto cache = std::make_shared<DiskCache>(std::move(options));
   cache->state();  // opens the root and the layers now
-  held->holding = false;
   std::string refusals;
-  for (const std::string& line : held->lines) {
+  for (const std::string& line : held.stop_holding()) {
     if (!is_refusal(line)) continue;
     std::string_view text = line;
     if (text.starts_with(kCachePrefix)) text.remove_prefix(kCachePrefix.size());
@@ -124,7 +136,7 @@ void install_cache(const CacheSelection& selection, std::string_view command) {
                     "ZEROJIT_CACHE_ALLOW_SHARED=1); " +
                         see_help(command)};
   }
-  for (const std::string& line : held->lines) std::fprintf(stderr, "%s\n", line.c_str());
+  held.print();
   if (remote) {
     Runtime::instance().set_artifact_store(
         std::make_shared<TieredStore>(std::move(cache), std::move(remote)));
