@@ -166,6 +166,21 @@ TEST(Dsv4Dispatch, IndexerCoarsenAndDequantGatherKeys) {
   EXPECT_EQ(indexer.dispatch(d).coarsen, 4);
   d.q.shape[1] = 6;  // 4 does not divide the heads: one head per subwarp at any T
   EXPECT_EQ(indexer.dispatch(d).coarsen, 1);
+  // The FP8 kernel's tile holds at most a row's lanes (head_dim / 16) heads; MXFP4 has no cap.
+  d.q.shape[1] = 8;
+  d.q.shape[2] = 32;
+  d.cos_sin_cache.shape[1] = 32;
+  EXPECT_EQ(indexer.dispatch(d).coarsen, 2);
+  EXPECT_EQ(IndexerQMxFp4Kernel::instance().dispatch(d).coarsen, 4);
+  d.q.shape[2] = 16;
+  d.cos_sin_cache.shape[1] = 16;
+  EXPECT_EQ(indexer.dispatch(d).coarsen, 1);
+  try {
+    (void)indexer.program(IndexerQKey{32, 32, 8, DType::f32, 4});
+    ADD_FAILURE() << "an FP8 key with more heads a tile than lanes a row was accepted";
+  } catch (const InvalidArgument& error) {
+    EXPECT_NE(std::string(error.what()).find("coarsen 4"), std::string::npos) << error.what();
+  }
   auto& gather_kernel = DequantGatherKernel::instance();
   DequantGatherDescriptors g;
   g.k_cache = TensorDesc::contiguous(DType::u8, {8, 64, 584});

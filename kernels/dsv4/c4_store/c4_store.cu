@@ -4,10 +4,11 @@
 //   NormWeightT  element type of rms_norm_weight: `float` or `zj::bf16_t`.
 // Launch: grid = c4_store_grid(num_tokens) CTAs (any positive grid is correct: see "token
 //   chunks" in compressor_params.h), block = kC4StoreThreads (64), no dynamic shared memory
-//   (static ~1.2 KiB: the active-token list, 8 row offsets, 2 partial sums). A CTA examines its
-//   chunk of tokens 32 at a time and processes the active ones in token order, each with the
-//   spec's per-token geometry: thread tid owns elements [8 tid, 8 tid + 8); quant group
-//   g = tid / 8 is the 64-element block g (groups 0..6 are quantized, group 7 is the RoPE tail).
+//   (static ~3.1 KiB: the active-token list, 8 row offsets, the 512 pooled values, 2 partial
+//   sums). A CTA examines its chunk of tokens 32 at a time and processes the active ones in
+//   token order, each with the spec's per-token geometry: thread tid owns elements
+//   [8 tid, 8 tid + 8) (it pools another split, see c4_pool_and_norm); quant group g = tid / 8
+//   is the 64-element block g (groups 0..6 are quantized, group 7 is the RoPE tail).
 // Writes, for each active token only (see C4StoreParams), into its page
 //   page = kv_slot / B, row = kv_slot % B of k_cache:
 //   [page * stride0 + row * 576, +576)     448 e4m3 codes, then 64 bf16 (RoPE-rotated)

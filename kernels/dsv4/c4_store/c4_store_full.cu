@@ -5,8 +5,9 @@
 //   StoreFullFp8  false: bf16 rows; true: e4m3 rows scaled by 1 / fp8_scale[0].
 //   NormWeightT   element type of rms_norm_weight: `float` or `zj::bf16_t`.
 // Launch: grid = c4_store_grid(num_tokens) CTAs (any positive grid is correct), block =
-//   kC4StoreThreads (64), no dynamic shared memory. Token chunks, pooling and norm are
-//   c4_store.cu's; thread tid owns elements [8 tid, 8 tid + 8), threads 56..63 the RoPE tail.
+//   kC4StoreThreads (64), no dynamic shared memory (static ~3.1 KiB). Token chunks, pooling and
+//   norm are c4_store.cu's; thread tid owns elements [8 tid, 8 tid + 8), threads 56..63 the RoPE
+//   tail.
 // Writes, for each active token only, the row at
 //   vbase = (kv_slot / B) * kv_block_stride_bytes + (kv_slot % B) * kv_row_stride_bytes:
 //   bf16: [vbase, vbase + 1024) = bf16_rn(y) (nope) / bf16_rn(rotated y) (rope), LE pairs;

@@ -149,9 +149,9 @@ __global__ void __launch_bounds__(kDequantGatherThreadsPerBlock, kDequantGatherM
         const unsigned char* data =
             page_base + static_cast<long long>(row) * kDequantGatherTokenBytes;
         const u32 stage_address = warp_staging + stage * detail::kStageBytes;
-        copy_async_16b_stream(stage_address + lane * 16, data + lane * 16);
+        copy_async_16b_stream_l1(stage_address + lane * 16, data + lane * 16);
         if (lane < detail::kDataChunks - 32) {
-          copy_async_16b_stream(stage_address + (32 + lane) * 16, data + (32 + lane) * 16);
+          copy_async_16b_stream_l1(stage_address + (32 + lane) * 16, data + (32 + lane) * 16);
         }
         if (lane == 4) {
           copy_async_8b(stage_address + kDequantGatherTokenBytes,

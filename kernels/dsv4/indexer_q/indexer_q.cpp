@@ -1,5 +1,7 @@
 #include "dsv4/indexer_q/indexer_q.hpp"
 
+#include <algorithm>
+
 #include "dsv4/indexer_q/indexer_q_params.h"
 
 namespace zerojit::dsv4 {
@@ -30,7 +32,11 @@ void check_key(const ArgumentChecks& checks, const IndexerQKey& key, bool mxfp4)
                            " must be a positive multiple of coarsen " +
                            std::to_string(key.coarsen));
   }
-  if (!mxfp4 && key.coarsen > 8) checks.fail("key", "the FP8 kernel needs coarsen <= 8");
+  // The FP8 kernel's lane i writes head i's weight: a tile holds at most a row's lanes.
+  if (!mxfp4 && (key.coarsen > 8 || key.coarsen > lanes)) {
+    checks.fail("key", "the FP8 kernel needs coarsen " + std::to_string(key.coarsen) +
+                           " <= 8 and <= head_dim / 16 (" + std::to_string(lanes) + ")");
+  }
   if (key.cos_sin_dtype != DType::f32 && key.cos_sin_dtype != DType::bf16) {
     checks.fail("key", "cos_sin_dtype must be f32 or bf16");
   }
@@ -101,8 +107,11 @@ IndexerQKey indexer_q_dispatch(const ArgumentChecks& checks, const IndexerQDescr
   key.rope_dim = static_cast<int>(d.cos_sin_cache.size(1));
   key.cos_sin_dtype = d.cos_sin_cache.dtype;
   // Four heads share a subwarp's cos/sin loads only when they divide the head count (always
-  // for DSv4's 64); otherwise one head per subwarp.
-  key.coarsen = d.q.size(0) < kCoarsenTokenThreshold || key.num_heads % 4 != 0 ? 1 : 4;
+  // for DSv4's 64); otherwise one head per subwarp. The FP8 kernel takes at most a row's lanes
+  // (head_dim / 16) heads a subwarp.
+  const int lanes = key.head_dim / zj::dsv4::kIndexerQElementsPerThread;
+  const int coarsen = mxfp4 ? 4 : std::clamp(lanes, 1, 4);
+  key.coarsen = d.q.size(0) < kCoarsenTokenThreshold || key.num_heads % coarsen != 0 ? 1 : coarsen;
   check_key(checks, key, mxfp4);
   return key;
 }

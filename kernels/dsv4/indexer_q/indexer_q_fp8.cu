@@ -10,9 +10,10 @@
 // Launch: grid.x = indexer_q_grid_size(T, D, H, Coarsen), block = 128 threads
 // (kIndexerQThreadsPerBlock), no dynamic shared memory, one argument (IndexerQParams).
 // Threads come in subwarps of D/16 lanes; a subwarp owns Coarsen consecutive heads of one
-// token and each lane 16 contiguous elements of every one of them.
+// token and each lane two pieces of 8 elements of every one of them (RowLayout::split_halves in
+// indexer_q_common.cuh).
 //
-// Writes, for every t < T and h < H: q_fp8[t, h, 0:D] (16 B per lane, e4m3 codes) and
+// Writes, for every t < T and h < H: q_fp8[t, h, 0:D] (8 B per lane and piece, e4m3 codes) and
 // weights_out[t, h] (lane i of the subwarp writes the weight of the tile's head i). Nothing
 // else; q_packed and q_scale are not read.
 //
@@ -26,7 +27,8 @@ namespace zj::dsv4 {
 template <int HeadDim, int RopeDim, int NumHeads, typename CosSinT, int Coarsen>
 __global__ void __launch_bounds__(kIndexerQThreadsPerBlock)
     indexer_q_fp8_kernel(const __grid_constant__ IndexerQParams params) {
-  using G = indexer_q_detail::Geometry<HeadDim, RopeDim, NumHeads, CosSinT, Coarsen>;
+  using G = indexer_q_detail::Geometry<HeadDim, RopeDim, NumHeads, CosSinT, Coarsen,
+                                       indexer_q_detail::RowLayout::split_halves>;
   // Lane i writes the weight of head i, so a tile cannot hold more heads than lanes.
   static_assert(Coarsen <= 8 && Coarsen <= G::kLanesPerRow,
                 "indexer-Q FP8: coarsen must be <= 8 and <= head_dim / 16");
@@ -63,9 +65,12 @@ __global__ void __launch_bounds__(kIndexerQThreadsPerBlock)
       codes[k] = low_pair | (high_pair << 16);
     }
     if (at.active) {
-      indexer_q_detail::store_16b(
-          params.q_fp8 + (at.first_row + c) * HeadDim + at.lane * kIndexerQElementsPerThread,
-          codes);
+      unsigned char* const row_out = params.q_fp8 + (at.first_row + c) * HeadDim;
+      // codes[0..1] encode piece 0 (words 0..3), codes[2..3] piece 1.
+      indexer_q_detail::store_8b(row_out + indexer_q_detail::piece_start<G>(0, at.lane), codes[0],
+                                 codes[1]);
+      indexer_q_detail::store_8b(row_out + indexer_q_detail::piece_start<G>(1, at.lane), codes[2],
+                                 codes[3]);
     }
   }
 

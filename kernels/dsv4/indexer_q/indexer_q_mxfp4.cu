@@ -30,7 +30,8 @@ namespace zj::dsv4 {
 template <int HeadDim, int RopeDim, int NumHeads, typename CosSinT, int Coarsen>
 __global__ void __launch_bounds__(kIndexerQThreadsPerBlock)
     indexer_q_mxfp4_kernel(const __grid_constant__ IndexerQParams params) {
-  using G = indexer_q_detail::Geometry<HeadDim, RopeDim, NumHeads, CosSinT, Coarsen>;
+  using G = indexer_q_detail::Geometry<HeadDim, RopeDim, NumHeads, CosSinT, Coarsen,
+                                       indexer_q_detail::RowLayout::contiguous>;
   static_assert(
       RopeDim % kIndexerQMxFp4BlockSize == 0 && G::kNopeDim % kIndexerQMxFp4BlockSize == 0,
       "indexer-Q MXFP4: rope_dim and head_dim - rope_dim must be multiples of 32");

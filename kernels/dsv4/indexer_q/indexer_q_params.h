@@ -23,8 +23,9 @@ struct IndexerQParams {
   float scale;                    // softmax_scale * head_scale, folded into weights_out.
 };
 
-// One thread owns 16 contiguous elements of a (token, head) row, so a row takes D/16 lanes
-// (a "subwarp"); a CTA is 128 threads regardless of the key.
+// One thread owns 16 elements of a (token, head) row (contiguous, or two runs of 8 in the FP8
+// kernel: RowLayout in indexer_q_common.cuh), so a row takes D/16 lanes (a "subwarp"); a CTA
+// is 128 threads regardless of the key.
 inline constexpr int kIndexerQThreadsPerBlock = 128;
 inline constexpr int kIndexerQElementsPerThread = 16;
 inline constexpr int kIndexerQDynamicSharedBytes = 0;

@@ -27,15 +27,20 @@ struct IndexerCase {
   std::int64_t cos_sin_row_stride = 64;
   std::int64_t max_position = 4096;
   std::uint64_t seed = 1;
-  // DSv4 rotates 64 of the 128 dims (lanes 4..7 of a row); with 32, only lanes 6 and 7 do.
+  // DSv4 rotates 64 of the 128 dims (piece 1 of every lane of a row); with 32, piece 1 of
+  // lanes 4..7 only.
   int rope_dim = 64;
+  // Other geometries: head_dim 64 puts an MXFP4 block in piece p of 4 lanes, head_dim 32 across
+  // both pieces of both lanes (and caps the FP8 coarsening at the row's 2 lanes).
+  int head_dim = 128;
+  int heads = 64;
 };
 
-constexpr int kIndexerHeads = 64;
-constexpr int kIndexerDim = 128;
-
-IndexerQKey indexer_key(const IndexerCase& c) {
-  return {kIndexerDim, c.rope_dim, kIndexerHeads, c.cos_sin_dtype, c.tokens < 512 ? 1 : 4};
+// The key the owners pick for the case (IndexerQFp8Kernel / IndexerQMxFp4Kernel::key_of).
+IndexerQKey indexer_key(const IndexerCase& c, bool mxfp4) {
+  const int coarsen = mxfp4 ? 4 : std::min(4, c.head_dim / 16);
+  return {c.head_dim, c.rope_dim, c.heads, c.cos_sin_dtype,
+          c.tokens < 512 || c.heads % coarsen != 0 ? 1 : coarsen};
 }
 
 std::string check_indexer_q(const IndexerCase& c, bool mxfp4) {
@@ -43,16 +48,16 @@ std::string check_indexer_q(const IndexerCase& c, bool mxfp4) {
                                        c.name + ", T=" + std::to_string(c.tokens));
   in::Random random(c.seed);
   const std::int64_t tokens = c.tokens;
+  const int heads = c.heads;
+  const int head_dim = c.head_dim;
   const in::IndexerQInputsHost inputs =
-      in::make_indexer_q_inputs(random, tokens, kIndexerHeads, kIndexerDim, c.rope_dim,
-                                c.cos_sin_dtype, c.cos_sin_row_stride, c.max_position);
+      in::make_indexer_q_inputs(random, tokens, heads, head_dim, c.rope_dim, c.cos_sin_dtype,
+                                c.cos_sin_row_stride, c.max_position);
   // q_fp8 as e4m3 (the owner takes u8 or e4m3), so that failures print code values.
-  const in::HostTensor codes =
-      mxfp4 ? in::make_tensor(DType::u8, {tokens, kIndexerHeads, kIndexerDim / 2})
-            : in::make_tensor(DType::e4m3, {tokens, kIndexerHeads, kIndexerDim});
-  const in::HostTensor scales =
-      in::make_tensor(DType::u8, {tokens, kIndexerHeads, kIndexerDim / 32});
-  const in::HostTensor weights_out = in::make_tensor(DType::f32, {tokens, kIndexerHeads});
+  const in::HostTensor codes = mxfp4 ? in::make_tensor(DType::u8, {tokens, heads, head_dim / 2})
+                                     : in::make_tensor(DType::e4m3, {tokens, heads, head_dim});
+  const in::HostTensor scales = in::make_tensor(DType::u8, {tokens, heads, head_dim / 32});
+  const in::HostTensor weights_out = in::make_tensor(DType::f32, {tokens, heads});
 
   // The reference writes into copies of the poisoned outputs.
   in::HostTensor expected_codes = codes;
@@ -67,8 +72,7 @@ std::string check_indexer_q(const IndexerCase& c, bool mxfp4) {
   p.weights_out = expected_weights.as<float>();
   p.num_tokens = tokens;
   p.scale = inputs.scale;
-  const ref::IndexerQShape shape{kIndexerDim, c.rope_dim, kIndexerHeads,
-                                 c.cos_sin_dtype == DType::bf16};
+  const ref::IndexerQShape shape{head_dim, c.rope_dim, heads, c.cos_sin_dtype == DType::bf16};
   if (mxfp4) {
     p.q_packed = expected_codes.as<unsigned char>();
     p.q_scale = expected_scales.as<unsigned char>();
@@ -81,20 +85,20 @@ std::string check_indexer_q(const IndexerCase& c, bool mxfp4) {
   std::vector<std::string> errors(static_cast<std::size_t>(chunks));
   parallel_for(static_cast<std::size_t>(chunks), 0, [&](std::size_t chunk) {
     const std::int64_t first = static_cast<std::int64_t>(chunk) * kTokensPerChunk;
-    const std::int64_t row = first * kIndexerHeads;
+    const std::int64_t row = first * heads;
     params::IndexerQParams part = p;
     part.positions += first;
-    part.q += row * kIndexerDim;
+    part.q += row * head_dim;
     part.weights += row;
     part.weights_out += row;
     part.num_tokens = std::min(kTokensPerChunk, tokens - first);
     try {
       if (mxfp4) {
-        part.q_packed += row * kIndexerDim / 2;
-        part.q_scale += row * kIndexerDim / 32;
+        part.q_packed += row * head_dim / 2;
+        part.q_scale += row * head_dim / 32;
         ref::indexer_q_mxfp4(part, shape);
       } else {
-        part.q_fp8 += row * kIndexerDim;
+        part.q_fp8 += row * head_dim;
         ref::indexer_q_fp8(part, shape);
       }
     } catch (const std::exception& error) {
@@ -146,12 +150,15 @@ std::vector<IndexerCase> indexer_cases() {
       {"16384 tokens", 16384, DType::f32, 64, 65536, 15},
       {"rope_dim 32, coarsen 4, 700 tokens", 700, DType::f32, 32, 4096, 16, 32},
       {"rope_dim 32, bf16 cos/sin with padded rows, 45 tokens", 45, DType::bf16, 40, 4096, 17, 32},
+      {"head_dim 64, rope_dim 32, 16 heads, 515 tokens", 515, DType::f32, 32, 4096, 18, 32, 64, 16},
+      {"head_dim 32, all rope, 8 heads, 600 tokens", 600, DType::bf16, 32, 4096, 19, 32, 32, 8},
+      {"head_dim 32, all rope, 6 heads, 31 tokens", 31, DType::f32, 40, 4096, 20, 32, 32, 6},
   };
 }
 
 TEST_F(Dsv4Gpu, IndexerQFp8MatchesTheReferenceBitExactly) {
   std::vector<IndexerQKey> keys;
-  for (const IndexerCase& c : indexer_cases()) keys.push_back(indexer_key(c));
+  for (const IndexerCase& c : indexer_cases()) keys.push_back(indexer_key(c, false));
   precompile(IndexerQFp8Kernel::instance(), keys);
   for (const IndexerCase& c : indexer_cases()) EXPECT_NO_FAILURE(check_indexer_q(c, false));
 }
@@ -160,7 +167,7 @@ TEST_F(Dsv4Gpu, IndexerQMxFp4MatchesTheReferenceBitExactly) {
   // On sm_90 the E2M1 conversion is software (round half to even on the code); on sm_100 it is
   // the hardware instruction. Both must give the reference's bytes, ties included.
   std::vector<IndexerQKey> keys;
-  for (const IndexerCase& c : indexer_cases()) keys.push_back(indexer_key(c));
+  for (const IndexerCase& c : indexer_cases()) keys.push_back(indexer_key(c, true));
   precompile(IndexerQMxFp4Kernel::instance(), keys);
   for (const IndexerCase& c : indexer_cases()) EXPECT_NO_FAILURE(check_indexer_q(c, true));
 }
