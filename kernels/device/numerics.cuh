@@ -52,6 +52,16 @@ __device__ __forceinline__ float bf16x2_high(u32 packed) {
   return __uint_as_float(packed & 0xFFFF0000u);
 }
 
+// The 2 Words bf16 values of Words packed pairs as floats, in order (the low half first).
+template <int Words>
+__device__ __forceinline__ void unpack_bf16x2(const u32 (&packed)[Words], float (&out)[2 * Words]) {
+#pragma unroll
+  for (int k = 0; k < Words; ++k) {
+    out[2 * k] = bf16x2_low(packed[k]);
+    out[2 * k + 1] = bf16x2_high(packed[k]);
+  }
+}
+
 // Packed bf16x2 arithmetic, one rounding to nearest even per half. min/max return the other
 // operand when one is NaN (IEEE minNum/maxNum, like fminf/fmaxf).
 __device__ __forceinline__ u32 mul_bf16x2_rn(u32 a, u32 b) {

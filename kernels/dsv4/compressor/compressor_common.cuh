@@ -108,14 +108,7 @@ template <>
 __device__ __forceinline__ void load_norm_weights8<bf16_t>(const void* weights, int first,
                                                            float (&out)[8]) {
   const U32x4 packed = load_u32x4(static_cast<const bf16_t*>(weights) + first);
-  out[0] = bf16x2_low(packed.x);
-  out[1] = bf16x2_high(packed.x);
-  out[2] = bf16x2_low(packed.y);
-  out[3] = bf16x2_high(packed.y);
-  out[4] = bf16x2_low(packed.z);
-  out[5] = bf16x2_high(packed.z);
-  out[6] = bf16x2_low(packed.w);
-  out[7] = bf16x2_high(packed.w);
+  unpack_bf16x2({packed.x, packed.y, packed.z, packed.w}, out);
 }
 
 // --- Reductions --------------------------------------------------------------------------------

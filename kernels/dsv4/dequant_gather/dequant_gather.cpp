@@ -80,10 +80,11 @@ LaunchSpec<DequantGatherKey> DequantGatherKernel::plan(const DequantGatherArgs& 
   p.max_blocks = a.block_table.desc.size(1);
   p.offset = a.offset;
   p.num_reqs = num_reqs;
+  p.num_workers = params::dequant_gather_num_workers(rows, a.offset, num_reqs);
+
   LaunchSpec<DequantGatherKey> spec;
   spec.key = key;
   spec.device = out.device.ordinal;
-  p.num_workers = params::dequant_gather_num_workers(rows, a.offset, num_reqs);
   spec.geometry.grid = {static_cast<std::uint32_t>(num_reqs),
                         static_cast<std::uint32_t>(p.num_workers), 1};
   spec.geometry.block.x = params::kDequantGatherThreadsPerBlock;

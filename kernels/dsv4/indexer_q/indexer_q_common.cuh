@@ -101,6 +101,20 @@ __device__ __forceinline__ void store_8b(void* address, u32 low, u32 high) {
 
 // --- Math -----------------------------------------------------------------------------------
 
+// Rotates element pairs [First, First + Count) of a lane's row (pair k in word k, even element
+// in the low half) in f32 with the pinned FMA form and rounds each result to bf16, as the
+// reference does before it takes the amax.
+template <int First, int Count>
+__device__ __forceinline__ void rotate_pairs(u32 (&words)[8], const float (&cos_v)[Count],
+                                             const float (&sin_v)[Count]) {
+#pragma unroll
+  for (int k = 0; k < Count; ++k) {
+    u32& word = words[First + k];
+    const RotatedPair r = rope_rotate(bf16x2_low(word), bf16x2_high(word), cos_v[k], sin_v[k]);
+    word = pack_bf16x2_rn(r.even, r.odd);
+  }
+}
+
 // Per lane max(|a|, |b|), with the sign bit the XOR of the inputs' (cleared by the caller).
 __device__ __forceinline__ u32 max_abs_bf16x2(u32 a, u32 b) {
   u32 result;
@@ -177,25 +191,8 @@ __device__ __forceinline__ void load_cos_sin8(const IndexerQParams& params, long
     u32 c[4], s[4];
     load_readonly_16b(table + cos_column, c);
     load_readonly_16b(table + sin_column, s);
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      cos_v[2 * k] = bf16x2_low(c[k]);
-      cos_v[2 * k + 1] = bf16x2_high(c[k]);
-      sin_v[2 * k] = bf16x2_low(s[k]);
-      sin_v[2 * k + 1] = bf16x2_high(s[k]);
-    }
-  }
-}
-
-// Rotates the 8 pairs of a rope lane in f32 with the pinned FMA form and rounds each result to
-// bf16, as the reference does before it takes the amax.
-__device__ __forceinline__ void rotate_run(u32 (&words)[8], const float (&cos_v)[8],
-                                           const float (&sin_v)[8]) {
-#pragma unroll
-  for (int k = 0; k < 8; ++k) {
-    const RotatedPair r =
-        rope_rotate(bf16x2_low(words[k]), bf16x2_high(words[k]), cos_v[k], sin_v[k]);
-    words[k] = pack_bf16x2_rn(r.even, r.odd);
+    unpack_bf16x2(c, cos_v);
+    unpack_bf16x2(s, sin_v);
   }
 }
 
@@ -215,7 +212,7 @@ __device__ __forceinline__ void load_rotated_contiguous_tile(const IndexerQParam
       load_cos_sin8<typename G::CosSin, G::kRopeDim>(params, at.token, at.lane - kFirstRopeLane,
                                                      cos_v, sin_v);
 #pragma unroll
-      for (int c = 0; c < G::kCoarsen; ++c) rotate_run(words[c], cos_v, sin_v);
+      for (int c = 0; c < G::kCoarsen; ++c) rotate_pairs<0, 8>(words[c], cos_v, sin_v);
     }
   }
 }
@@ -277,26 +274,8 @@ __device__ __forceinline__ void load_cos_sin4(const IndexerQParams& params, long
     u32 c[2], s[2];
     load_readonly_8b(table + first_pair, c);
     load_readonly_8b(table + RopeDim / 2 + first_pair, s);
-#pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      cos_v[2 * k] = bf16x2_low(c[k]);
-      cos_v[2 * k + 1] = bf16x2_high(c[k]);
-      sin_v[2 * k] = bf16x2_low(s[k]);
-      sin_v[2 * k + 1] = bf16x2_high(s[k]);
-    }
-  }
-}
-
-// Rotates the 4 pairs of piece `Piece` in f32 with the pinned FMA form and rounds each result
-// to bf16, as the reference does before it takes the amax.
-template <int Piece>
-__device__ __forceinline__ void rotate_piece(u32 (&words)[8], const float (&cos_v)[4],
-                                             const float (&sin_v)[4]) {
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    u32& word = words[4 * Piece + k];
-    const RotatedPair r = rope_rotate(bf16x2_low(word), bf16x2_high(word), cos_v[k], sin_v[k]);
-    word = pack_bf16x2_rn(r.even, r.odd);
+    unpack_bf16x2(c, cos_v);
+    unpack_bf16x2(s, sin_v);
   }
 }
 
@@ -326,8 +305,8 @@ __device__ __forceinline__ void load_rotated_split_tile(const IndexerQParams& pa
       }
 #pragma unroll
       for (int c = 0; c < G::kCoarsen; ++c) {
-        if (rotate0) rotate_piece<0>(words[c], cos_v[0], sin_v[0]);
-        rotate_piece<1>(words[c], cos_v[1], sin_v[1]);
+        if (rotate0) rotate_pairs<0, 4>(words[c], cos_v[0], sin_v[0]);
+        rotate_pairs<4, 4>(words[c], cos_v[1], sin_v[1]);
       }
     }
   }

@@ -27,20 +27,23 @@ struct IndexerCase {
   std::int64_t cos_sin_row_stride = 64;
   std::int64_t max_position = 4096;
   std::uint64_t seed = 1;
-  // DSv4 rotates 64 of the 128 dims (piece 1 of every lane of a row); with 32, piece 1 of
-  // lanes 4..7 only.
+  // DSv4 rotates 64 of the 128 dims (in the FP8 kernel's split rows, the second piece of every
+  // lane; in the MXFP4 kernel's contiguous ones, lanes 4..7); with 32, half of those.
   int rope_dim = 64;
-  // Other geometries: head_dim 64 puts an MXFP4 block in piece p of 4 lanes, head_dim 32 across
-  // both pieces of both lanes (and caps the FP8 coarsening at the row's 2 lanes).
+  // Other geometries: head_dim 64 and 32 change the lanes a row and the MXFP4 blocks a row
+  // (head_dim 32: one block over both lanes), and cap the FP8 coarsening at the row's lanes (2 for
+  // 32).
   int head_dim = 128;
   int heads = 64;
 };
 
-// The key the owners pick for the case (IndexerQFp8Kernel / IndexerQMxFp4Kernel::key_of).
+// The key the owner dispatches for the case, compiled (in parallel) before the checks run.
 IndexerQKey indexer_key(const IndexerCase& c, bool mxfp4) {
-  const int coarsen = mxfp4 ? 4 : std::min(4, c.head_dim / 16);
-  return {c.head_dim, c.rope_dim, c.heads, c.cos_sin_dtype,
-          c.tokens < 512 || c.heads % coarsen != 0 ? 1 : coarsen};
+  IndexerQDescriptors d;
+  d.q = TensorDesc::contiguous(DType::bf16, {c.tokens, c.heads, c.head_dim});
+  d.cos_sin_cache = TensorDesc::contiguous(c.cos_sin_dtype, {c.max_position, c.rope_dim});
+  return mxfp4 ? IndexerQMxFp4Kernel::instance().dispatch(d)
+               : IndexerQFp8Kernel::instance().dispatch(d);
 }
 
 std::string check_indexer_q(const IndexerCase& c, bool mxfp4) {
