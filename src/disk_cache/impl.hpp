@@ -166,11 +166,16 @@ struct DiskCacheImpl {
   std::vector<ScannedEntry> scan_entries(const Layer& layer);
   RemoveOutcome remove_entry_if_idle(int directory, const std::string& name,
                                      const struct stat& listed);
-  // Least-recently-used eviction down to `max_bytes`; the names in `keep` stay.
-  CacheGcReport evict(std::uint64_t max_bytes, const std::set<std::string>& keep);
-  // Notes that this process uses the root's entry `name` (published or served it), so that
-  // its own evictions never remove it.
-  void mark_in_use(const std::string& name);
+  // Least-recently-used eviction down to `max_bytes`; with `spare_in_use`, the names this
+  // process uses stay (asked as each candidate comes up, not from a copy taken before the
+  // listing: a concurrent publish marks its name before the file appears).
+  CacheGcReport evict(std::uint64_t max_bytes, bool spare_in_use);
+  // Notes that this process uses the root's entry `name` (publishes or served it), so that
+  // its own evictions never remove it. Returns whether the name was new.
+  bool mark_in_use(const std::string& name);
+  void unmark_in_use(const std::string& name);
+  bool is_in_use(const std::string& name);
+  std::size_t in_use_count();
   // The entry of `name` in `layer`, read and verified against its name, not touched.
   CacheEntryInfo describe_entry(const Layer& layer, const std::string& name,
                                 const struct stat& listed, bool& absent);

@@ -90,12 +90,27 @@ DiskCacheImpl::RemoveOutcome DiskCacheImpl::remove_entry_if_idle(int directory,
   return ::unlinkat(directory, name.c_str(), 0) == 0 ? RemoveOutcome::removed : RemoveOutcome::gone;
 }
 
-void DiskCacheImpl::mark_in_use(const std::string& name) {
+bool DiskCacheImpl::mark_in_use(const std::string& name) {
   std::lock_guard lock(in_use_mutex);
-  in_use.insert(name);
+  return in_use.insert(name).second;
 }
 
-CacheGcReport DiskCacheImpl::evict(std::uint64_t max_bytes, const std::set<std::string>& keep) {
+void DiskCacheImpl::unmark_in_use(const std::string& name) {
+  std::lock_guard lock(in_use_mutex);
+  in_use.erase(name);
+}
+
+bool DiskCacheImpl::is_in_use(const std::string& name) {
+  std::lock_guard lock(in_use_mutex);
+  return in_use.count(name) != 0;
+}
+
+std::size_t DiskCacheImpl::in_use_count() {
+  std::lock_guard lock(in_use_mutex);
+  return in_use.size();
+}
+
+CacheGcReport DiskCacheImpl::evict(std::uint64_t max_bytes, bool spare_in_use) {
   CacheGcReport report;
   report.quota_bytes = max_bytes;
   Layer* layer = writable_layer();
@@ -124,7 +139,7 @@ CacheGcReport DiskCacheImpl::evict(std::uint64_t max_bytes, const std::set<std::
   std::set<std::string> removed;
   for (const ScannedEntry& entry : entries) {
     if (total <= max_bytes) break;
-    if (keep.count(entry.name) != 0) continue;
+    if (spare_in_use && is_in_use(entry.name)) continue;
     const auto size = static_cast<std::uint64_t>(entry.info.st_size);
     switch (remove_entry_if_idle(layer->entries.get(), entry.name, entry.info)) {
       case RemoveOutcome::removed:
@@ -275,7 +290,7 @@ CacheVerifyReport DiskCache::verify(bool set_aside) {
 CacheGcReport DiskCache::gc(std::optional<std::uint64_t> max_bytes) {
   detail::DiskCacheImpl& s = *impl_;
   s.ensure_open();
-  CacheGcReport report = s.evict(max_bytes.value_or(s.options.max_bytes), {});
+  CacheGcReport report = s.evict(max_bytes.value_or(s.options.max_bytes), false);
   if (s.writable_layer() != nullptr) {
     report.other_files_removed += s.remove_abandoned_files(false);
     report.other_files_removed += s.trim_quarantine(kQuarantineLimit);
@@ -286,7 +301,7 @@ CacheGcReport DiskCache::gc(std::optional<std::uint64_t> max_bytes) {
 CacheGcReport DiskCache::clear() {
   detail::DiskCacheImpl& s = *impl_;
   s.ensure_open();
-  CacheGcReport report = s.evict(0, {});
+  CacheGcReport report = s.evict(0, false);
   report.quota_bytes = 0;
   if (s.writable_layer() != nullptr) {
     report.other_files_removed += s.remove_abandoned_files(true);

@@ -284,24 +284,22 @@ void DiskCache::publish(const CompiledArtifact& artifact) noexcept {
       return;
     }
     const std::string name = entry_name(artifact.identity);
+    // Marked before the file appears: another thread's eviction that lists the new file
+    // then finds it in use (a parallel warmup under a quota once lost a key that way).
+    const bool newly_marked = s.mark_in_use(name);
     if (const int error = s.publish_file(layer->entries.get(), name, bytes)) {
+      if (newly_marked) s.unmark_in_use(name);
       s.report_write_failure(what, error);
       return;
     }
     s.published.fetch_add(1, std::memory_order_relaxed);
     s.record_nvrtc_version(artifact.nvrtc_version);
-    s.mark_in_use(name);
-    std::set<std::string> keep;
-    {
-      std::lock_guard lock(s.in_use_mutex);
-      keep = s.in_use;
-    }
-    const CacheGcReport evicted = s.evict(s.options.max_bytes, keep);
+    const CacheGcReport evicted = s.evict(s.options.max_bytes, true);
     if (evicted.kept_bytes > s.options.max_bytes && evicted.busy == 0 &&
         !s.over_quota_reported.exchange(true)) {
       s.warn("the entries in " + s.options.root.string() + " (" + human_bytes(evicted.kept_bytes) +
              ") stay over its quota of " + human_bytes(s.options.max_bytes) +
-             ": this process uses " + std::to_string(keep.size()) +
+             ": this process uses " + std::to_string(s.in_use_count()) +
              " of them, and never evicts what it uses; raise ZEROJIT_CACHE_MAX_BYTES "
              "(DiskCacheOptions::max_bytes) to hold them");
     }
