@@ -36,6 +36,11 @@
 //    measure latency, not bandwidth.
 //  * The copy roofline is cuMemcpyDtoDAsync of 1 GiB (bytes read + written), timed the same
 //    way at the start and at the end of the run; the faster of the two is the roofline.
+//  * With graph timing, each case is also set against a copy of its own bytes (half read, half
+//    written, one copy per input set) replayed the same way: `copy_us`, and `size%` = copy_us /
+//    graph_us. A single launch of a mid-sized case pays fixed costs the 1 GiB roofline does not
+//    (the graph's start, one launch's ramp-up and tail, the flush's dirty L2 lines written
+//    back), so size% says how far a kernel is from what memory allows at that size.
 //  * After timing, the outputs of the first input set (poisoned with 0xA5 before the warmup)
 //    are read back: the bytes that changed must be at most the bytes the case should write and
 //    at least 90 % of them (a stray code may equal 0xA5). This catches a case whose metadata
