@@ -93,7 +93,7 @@ struct DiskCacheImpl {
 
   // Removes an entry unless another process holds it (reading or writing) or it was replaced
   // since it was listed.
-  enum class RemoveOutcome { removed, busy, gone };
+  enum class RemoveOutcome { removed, busy, gone, spared };
 
   explicit DiskCacheImpl(DiskCacheOptions opts);
 
@@ -130,6 +130,9 @@ struct DiskCacheImpl {
   // being built must not evict its own first keys), `gc` and `clear` do not.
   std::mutex in_use_mutex;
   std::set<std::string> in_use;
+  // One eviction at a time in this process: two from the same listing would each remove
+  // down to the quota, together past it.
+  std::mutex evict_mutex;
   std::atomic<bool> over_quota_reported{false};
 
   void warn(const std::string& text) const;
@@ -164,8 +167,12 @@ struct DiskCacheImpl {
   std::string set_aside(Layer& layer, const std::string& name, const ReadResult& read);
   std::size_t trim_quarantine(std::size_t keep);
   std::vector<ScannedEntry> scan_entries(const Layer& layer);
+  // Removes `name` if it is still the `listed` file and nobody holds it; with `spare_in_use`,
+  // also leaves it when this process has marked it in use by the time the lock is held (a
+  // find marks before it reads, so a read either precedes the lock and is seen here, or waits
+  // for it and then finds the name gone).
   RemoveOutcome remove_entry_if_idle(int directory, const std::string& name,
-                                     const struct stat& listed);
+                                     const struct stat& listed, bool spare_in_use = false);
   // Least-recently-used eviction down to `max_bytes`; with `spare_in_use`, the names this
   // process uses stay (asked as each candidate comes up, not from a copy taken before the
   // listing: a concurrent publish marks its name before the file appears).

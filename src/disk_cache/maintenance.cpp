@@ -70,7 +70,8 @@ std::vector<DiskCacheImpl::ScannedEntry> DiskCacheImpl::scan_entries(const Layer
 
 DiskCacheImpl::RemoveOutcome DiskCacheImpl::remove_entry_if_idle(int directory,
                                                                  const std::string& name,
-                                                                 const struct stat& listed) {
+                                                                 const struct stat& listed,
+                                                                 bool spare_in_use) {
   Fd file = open_at(directory, name, O_RDONLY | O_NONBLOCK | O_NOCTTY);
   if (!file.valid()) {
     // A link is nothing anyone can be reading or holding: it goes. A file that cannot be
@@ -80,6 +81,7 @@ DiskCacheImpl::RemoveOutcome DiskCacheImpl::remove_entry_if_idle(int directory,
                                                        : RemoveOutcome::gone;
   }
   if (!flock_retrying(file.get(), LOCK_EX | LOCK_NB)) return RemoveOutcome::busy;
+  if (spare_in_use && is_in_use(name)) return RemoveOutcome::spared;
   struct stat opened {
   }, now{};
   if (::fstat(file.get(), &opened) != 0 || !same_file(opened, listed) ||
@@ -115,6 +117,7 @@ CacheGcReport DiskCacheImpl::evict(std::uint64_t max_bytes, bool spare_in_use) {
   report.quota_bytes = max_bytes;
   Layer* layer = writable_layer();
   if (layer == nullptr) return report;
+  std::lock_guard serial(evict_mutex);
   std::vector<ScannedEntry> entries = scan_entries(*layer);
   std::uint64_t total = 0;
   for (const ScannedEntry& entry : entries) {
@@ -137,11 +140,12 @@ CacheGcReport DiskCacheImpl::evict(std::uint64_t max_bytes, bool spare_in_use) {
     return a.name < b.name;
   });
   std::set<std::string> removed;
+  std::set<std::string> gone;
   for (const ScannedEntry& entry : entries) {
     if (total <= max_bytes) break;
     if (spare_in_use && is_in_use(entry.name)) continue;
     const auto size = static_cast<std::uint64_t>(entry.info.st_size);
-    switch (remove_entry_if_idle(layer->entries.get(), entry.name, entry.info)) {
+    switch (remove_entry_if_idle(layer->entries.get(), entry.name, entry.info, spare_in_use)) {
       case RemoveOutcome::removed:
         total -= std::min(total, size);
         ++report.removed;
@@ -153,11 +157,18 @@ CacheGcReport DiskCacheImpl::evict(std::uint64_t max_bytes, bool spare_in_use) {
         ++report.busy;
         break;
       case RemoveOutcome::gone:
+        // Removed (or replaced) by another process since the listing: it no longer counts
+        // toward the quota, so nothing older is removed in its place.
+        total -= std::min(total, size);
+        gone.insert(entry.name);
+        break;
+      case RemoveOutcome::spared:
         break;
     }
   }
   for (const ScannedEntry& entry : entries) {
-    if (removed.count(entry.name) == 0 && S_ISREG(entry.info.st_mode)) {
+    if (removed.count(entry.name) == 0 && gone.count(entry.name) == 0 &&
+        S_ISREG(entry.info.st_mode)) {
       ++report.kept;
       report.kept_bytes += static_cast<std::uint64_t>(entry.info.st_size);
     }
@@ -275,12 +286,31 @@ CacheVerifyReport DiskCache::verify(bool set_aside) {
       continue;
     }
     if (set_aside && !entry.read_only && s.root_layer) {
-      detail::DiskCacheImpl::ReadResult read;
-      read.decoded.problem = entry.problem;
+      // Read again now: the listing read every entry first, and another process may have set
+      // this one aside and published a good one under its name since. Only what is still bad
+      // goes, and set_aside checks that the name still holds the file read here.
+      detail::DiskCacheImpl::Layer& root = s.layers[*s.root_layer];
       const std::string name = entry.identity + std::string(kEntrySuffix);
-      read.have_info = ::fstatat(s.layers[*s.root_layer].entries.get(), name.c_str(), &read.info,
-                                 AT_SYMLINK_NOFOLLOW) == 0;
-      entry.detail += "; " + s.set_aside(s.layers[*s.root_layer], name, read);
+      const std::optional<ProgramIdentity> named = identity_of_entry_name(name);
+      detail::DiskCacheImpl::ReadResult read;
+      if (named) {
+        read = s.read_entry(root, name, &*named, false);
+      } else {  // a foreign name: nothing can heal it, its problem is its name
+        read.decoded.problem = entry.problem;
+        read.have_info =
+            ::fstatat(root.entries.get(), name.c_str(), &read.info, AT_SYMLINK_NOFOLLOW) == 0;
+      }
+      if (named && read.decoded.ok()) {
+        ++report.valid;  // healed since it was listed
+        continue;
+      }
+      if (read.absent) {
+        entry.detail += "; already gone";
+      } else if (read.busy) {
+        entry.detail += "; left in place (held locked now)";
+      } else {
+        entry.detail += "; " + s.set_aside(root, name, read);
+      }
     }
     report.bad.push_back(std::move(entry));
   }

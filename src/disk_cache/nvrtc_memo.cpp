@@ -58,6 +58,8 @@ void DiskCacheImpl::record_nvrtc_version(std::string_view version) {
           memo.get(), name,
           "zerojit: entries here were compiled with NVRTC " + std::string(version) + "\n")) {
     report_write_failure("the record of the NVRTC version", error);
+    std::lock_guard lock(recorded_mutex);
+    recorded.erase(std::string(version));  // not recorded: the next entry's publish tries again
   }
 }
 

@@ -87,7 +87,10 @@ bool read_all(int fd, std::size_t limit, std::string& out) {
 
 std::vector<DirectoryEntry> list_directory(int directory) {
   std::vector<DirectoryEntry> out;
-  const int copy = ::fcntl(directory, F_DUPFD_CLOEXEC, 0);
+  // A new open file description, not a dup: a dup shares its read position with `directory`
+  // and every other copy, so two threads listing at once would skip or repeat each other's
+  // names (and an eviction would then see the root at twice its size).
+  const int copy = ::openat(directory, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (copy < 0) return out;
   DIR* stream = ::fdopendir(copy);
   if (stream == nullptr) {

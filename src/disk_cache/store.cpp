@@ -96,6 +96,14 @@ DiskCacheImpl::ReadResult DiskCacheImpl::read_entry(const Layer& layer, const st
     result.decoded.detail = "it cannot be locked (" + error_text(errno) + ")";
     return result;
   }
+  // The lock may have been granted on a file an evicter or a set-aside unlinked (or a writer
+  // replaced) while we waited: only the file the name still names counts.
+  struct stat named {};
+  if (::fstatat(layer.entries.get(), name.c_str(), &named, AT_SYMLINK_NOFOLLOW) != 0 ||
+      !same_file(named, result.info)) {
+    result.absent = true;
+    return result;
+  }
   std::string bytes;
   if (!read_all(file.get(), static_cast<std::size_t>(size) + 1, bytes)) {
     result.decoded.problem = EntryProblem::unreadable;
@@ -144,8 +152,8 @@ int DiskCacheImpl::publish_file(int directory, const std::string& name, std::str
   Fd file = open_at(directory, temporary, O_WRONLY | O_CREAT | O_EXCL, file_mode);
   if (!file.valid()) return errno;
   int error = 0;
-  // Nobody else can hold a file just created with O_EXCL (gc takes only temporaries older
-  // than a second): not waiting is enough.
+  // Nobody else can hold a file just created with O_EXCL (cleaners take only unlocked
+  // temporaries older than a second: clear's age, gc's is a minute): not waiting is enough.
   if (!flock_retrying(file.get(), LOCK_EX | LOCK_NB) || !write_all(file.get(), bytes) ||
       ::fsync(file.get()) != 0 ||
       ::renameat(directory, temporary.c_str(), directory, name.c_str()) != 0) {
@@ -243,6 +251,10 @@ std::optional<CompiledArtifact> DiskCache::find(const ProgramIdentity& identity)
   detail::DiskCacheImpl& s = *impl_;
   s.ensure_open();
   const std::string name = entry_name(identity);
+  // Marked in use before the root is read, so that this process's own evictions (other
+  // threads publishing) cannot remove the entry between our read and the mark; unmarked
+  // again if the root does not serve it.
+  const bool newly_marked = s.writable_layer() != nullptr && s.mark_in_use(name);
   for (std::size_t i = 0; i < s.layers.size() && !s.is_skipped(identity); ++i) {
     detail::DiskCacheImpl::ReadResult read = s.read_entry(s.layers[i], name, &identity, true);
     if (read.absent) continue;
@@ -255,13 +267,15 @@ std::optional<CompiledArtifact> DiskCache::find(const ProgramIdentity& identity)
       s.hits.fetch_add(1, std::memory_order_relaxed);
       // A root written before versions were recorded learns its version from its entries.
       if (s.layers[i].writable) {
-        s.mark_in_use(name);
         s.record_nvrtc_version(read.decoded.artifact->nvrtc_version);
+      } else if (newly_marked) {
+        s.unmark_in_use(name);  // served by a read-only layer: the root's name is not used
       }
       return std::move(read.decoded.artifact);
     }
     s.handle_bad(i, name, read);
   }
+  if (newly_marked) s.unmark_in_use(name);
   s.misses.fetch_add(1, std::memory_order_relaxed);
   return std::nullopt;
 }

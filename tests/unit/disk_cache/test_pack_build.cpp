@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <set>
-#include <thread>
 
 #include "unit/disk_cache/support.hpp"
 
@@ -48,32 +47,6 @@ TEST_F(DiskCacheStore, ItsOwnEvictionsNeverRemoveWhatTheProcessUses) {
   EXPECT_EQ(server.counters().evicted, 3u);
   // An explicit gc trims to the quota whoever uses what.
   EXPECT_EQ(server.gc().removed, 1u);
-}
-
-TEST_F(DiskCacheStore, ConcurrentPublishesUnderAQuotaKeepEveryEntry) {
-  // A parallel warmup publishes from several threads; each publish evicts down to the quota.
-  // An eviction that lists another thread's entry between its rename and its mark as in use
-  // must not remove it (a pack built with --jobs 2 once lost its last key that way).
-  const fs::path root = dir / "cache";
-  std::vector<CompiledArtifact> artifacts;
-  for (int i = 0; i < 16; ++i) artifacts.push_back(synthetic_artifact(700 + i, 4000));
-  DiskCacheOptions o = options(root);
-  o.max_bytes = encode_entry(artifacts[0]).size();  // room for one
-  for (int round = 0; round < 20; ++round) {
-    fs::remove_all(root);
-    DiskCache cache(o);
-    std::vector<std::thread> threads;
-    for (int t = 0; t < 4; ++t) {
-      threads.emplace_back([&, t] {
-        for (std::size_t i = static_cast<std::size_t>(t); i < artifacts.size(); i += 4) {
-          cache.publish(artifacts[i]);
-        }
-      });
-    }
-    for (std::thread& thread : threads) thread.join();
-    ASSERT_EQ(entry_files(root).size(), artifacts.size()) << "round " << round;
-    EXPECT_EQ(cache.counters().evicted, 0u) << "round " << round;
-  }
 }
 
 TEST_F(DiskCacheStore, RootEntrySaysWhatTheRootHoldsForAnIdentity) {
