@@ -1,6 +1,7 @@
 #include "zerojit/compile_pool.hpp"
 
 #include <dirent.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -11,8 +12,11 @@
 #include <chrono>
 #include <csignal>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -74,8 +78,28 @@ class Decoder {
   std::string_view rest_;
 };
 
-bool send_all(int socket, const char* data, std::size_t size) {
+// Whether the worker at the other end of a socket is still worth waiting for; called between
+// slices of a wait (null: wait as long as it takes, as the workers wait for their parent).
+using StillWorthWaiting = std::function<bool()>;
+
+// Waits until `socket` is ready for `events`, or `worth_waiting` says to give up (false).
+bool wait_ready(int socket, short events, const StillWorthWaiting* worth_waiting,
+                std::chrono::milliseconds slice) {
+  if (worth_waiting == nullptr) return true;  // the blocking call itself waits
+  for (;;) {
+    pollfd item{socket, events, 0};
+    const int ready = ::poll(&item, 1, static_cast<int>(slice.count()));
+    if (ready > 0) return true;  // ready, or an error / hang-up the next call reports
+    if (ready < 0 && errno != EINTR) return false;
+    if (!(*worth_waiting)()) return false;
+  }
+}
+
+bool send_all(int socket, const char* data, std::size_t size,
+              const StillWorthWaiting* worth_waiting = nullptr,
+              std::chrono::milliseconds slice = {}) {
   while (size > 0) {
+    if (!wait_ready(socket, POLLOUT, worth_waiting, slice)) return false;
     const ssize_t sent = ::send(socket, data, size, MSG_NOSIGNAL);
     if (sent < 0 && errno == EINTR) continue;
     if (sent <= 0) return false;
@@ -85,8 +109,11 @@ bool send_all(int socket, const char* data, std::size_t size) {
   return true;
 }
 
-bool receive_all(int socket, char* data, std::size_t size) {
+bool receive_all(int socket, char* data, std::size_t size,
+                 const StillWorthWaiting* worth_waiting = nullptr,
+                 std::chrono::milliseconds slice = {}) {
   while (size > 0) {
+    if (!wait_ready(socket, POLLIN, worth_waiting, slice)) return false;
     const ssize_t got = ::recv(socket, data, size, 0);
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) return false;
@@ -96,18 +123,78 @@ bool receive_all(int socket, char* data, std::size_t size) {
   return true;
 }
 
-bool send_message(int socket, const std::string& payload) {
+bool send_message(int socket, const std::string& payload,
+                  const StillWorthWaiting* worth_waiting = nullptr,
+                  std::chrono::milliseconds slice = {}) {
   const std::uint64_t size = payload.size();
-  return send_all(socket, reinterpret_cast<const char*>(&size), 8) &&
-         send_all(socket, payload.data(), payload.size());
+  return send_all(socket, reinterpret_cast<const char*>(&size), 8, worth_waiting, slice) &&
+         send_all(socket, payload.data(), payload.size(), worth_waiting, slice);
 }
 
-bool receive_message(int socket, std::string& payload) {
+bool receive_message(int socket, std::string& payload,
+                     const StillWorthWaiting* worth_waiting = nullptr,
+                     std::chrono::milliseconds slice = {}) {
   std::uint64_t size = 0;
-  if (!receive_all(socket, reinterpret_cast<char*>(&size), 8)) return false;
+  if (!receive_all(socket, reinterpret_cast<char*>(&size), 8, worth_waiting, slice)) {
+    return false;
+  }
   payload.resize(size);
-  return receive_all(socket, payload.data(), size);
+  return receive_all(socket, payload.data(), size, worth_waiting, slice);
 }
+
+// Watches a worker while a request is outstanding. A compile keeps a worker on the CPU; one
+// that has used no CPU time for `stalled_after` (stopped by a signal, or stuck on a lock a
+// fork copied in its held state) will never answer. Linux's /proc/<pid>/stat gives the state
+// and the CPU ticks; where it cannot be read, the watch cannot tell and keeps waiting (the
+// worker's death still shows as the socket closing).
+class WorkerWatch {
+ public:
+  WorkerWatch(pid_t pid, std::chrono::milliseconds stalled_after)
+      : path_("/proc/" + std::to_string(pid) + "/stat"),
+        stalled_after_(stalled_after),
+        last_progress_(std::chrono::steady_clock::now()) {}
+
+  bool still_worth_waiting() {
+    const auto now = std::chrono::steady_clock::now();
+    const std::optional<std::uint64_t> ticks = running_ticks();
+    if (!ticks) return true;
+    if (*ticks != last_ticks_) {
+      last_ticks_ = *ticks;
+      last_progress_ = now;
+    }
+    stalled_ = now - last_progress_ >= stalled_after_;
+    return !stalled_;
+  }
+  bool stalled() const { return stalled_; }
+
+ private:
+  // The worker's user + system CPU ticks; a stopped worker's count as unchanged.
+  std::optional<std::uint64_t> running_ticks() const {
+    std::FILE* file = std::fopen(path_.c_str(), "r");
+    if (file == nullptr) return std::nullopt;
+    char text[1024];
+    const std::size_t length = std::fread(text, 1, sizeof text - 1, file);
+    std::fclose(file);
+    text[length] = '\0';
+    // After the command name's closing parenthesis: state (field 3), ..., utime (14), stime (15).
+    const char* rest = std::strrchr(text, ')');
+    if (rest == nullptr) return std::nullopt;
+    char state = 0;
+    unsigned long long user = 0, system = 0;
+    if (std::sscanf(rest + 1, " %c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu %llu", &state,
+                    &user, &system) != 3) {
+      return std::nullopt;
+    }
+    if (state == 'T' || state == 't') return last_ticks_;
+    return user + system;
+  }
+
+  std::string path_;
+  std::chrono::milliseconds stalled_after_;
+  std::chrono::steady_clock::time_point last_progress_;
+  std::uint64_t last_ticks_ = ~std::uint64_t{0};
+  bool stalled_ = false;
+};
 
 std::string encode_input(const NvrtcInput& input) {
   Encoder e;
@@ -243,7 +330,9 @@ int keep_only_standard_streams_and(int socket) {
 
 }  // namespace
 
-CompileProcessPool::CompileProcessPool(int workers) : wanted_(workers < 1 ? 1 : workers) {}
+CompileProcessPool::CompileProcessPool(int workers, std::chrono::milliseconds stalled_after)
+    : wanted_(workers < 1 ? 1 : workers),
+      stalled_after_(std::max(stalled_after, std::chrono::milliseconds(1))) {}
 
 void CompileProcessPool::start() {
   for (int i = 0; i < wanted_; ++i) {
@@ -345,8 +434,13 @@ NvrtcOutput CompileProcessPool::run(const NvrtcInput& input) {
     return run_nvrtc(input);
   }
   std::string response;
-  if (!send_message(worker->socket, encode_input(input)) ||
-      !receive_message(worker->socket, response)) {
+  WorkerWatch watch(worker->pid, stalled_after_);
+  const StillWorthWaiting worth_waiting = [&watch] { return watch.still_worth_waiting(); };
+  const auto slice =
+      std::clamp(stalled_after_ / 4, std::chrono::milliseconds(1), std::chrono::milliseconds(1000));
+  if (!send_message(worker->socket, encode_input(input), &worth_waiting, slice) ||
+      !receive_message(worker->socket, response, &worth_waiting, slice)) {
+    if (watch.stalled()) ::kill(worker->pid, SIGKILL);  // reaped by the destructor
     release(worker, true);
     return run_nvrtc(input);  // nothing lost: compile here instead
   }

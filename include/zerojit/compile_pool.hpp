@@ -10,8 +10,10 @@
 //
 // A pool is a CompileExecutor: while it is installed on the Runtime
 // (Runtime::CompileExecutorInstallation), every compile goes to it. When a worker cannot be
-// used (it died, the socket broke), that compile runs in this process instead and the worker is
-// not used again: the warmup never fails because of the pool.
+// used (it died, the socket broke, or it used no CPU time for `stalled_after` while a request
+// was outstanding: stopped by a signal, or stuck; it is then killed), that compile runs in this
+// process instead and the worker is not used again: the warmup never fails because of the
+// pool, and never waits on a worker without a bound.
 //
 // Forking duplicates only the calling thread; the workers then use nothing but malloc and
 // NVRTC, which no other thread of theirs can hold (glibc's malloc is fork-safe). A compile
@@ -23,6 +25,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -34,9 +37,13 @@ namespace zerojit {
 
 class CompileProcessPool final : public CompileExecutor {
  public:
+  // How long a worker may go without CPU time while a request of ours is outstanding.
+  static constexpr std::chrono::seconds kDefaultStalledAfter{60};
+
   // Up to `workers` (>= 1) processes, forked at the first run(). If none can be forked, every
   // compile runs in this process.
-  explicit CompileProcessPool(int workers);
+  explicit CompileProcessPool(int workers,
+                              std::chrono::milliseconds stalled_after = kDefaultStalledAfter);
   ~CompileProcessPool() override;  // closes the sockets and reaps the workers
   CompileProcessPool(const CompileProcessPool&) = delete;
   CompileProcessPool& operator=(const CompileProcessPool&) = delete;
@@ -60,6 +67,7 @@ class CompileProcessPool final : public CompileExecutor {
   void release(Worker* worker, bool broken);
 
   int wanted_;
+  std::chrono::milliseconds stalled_after_;
   std::once_flag started_;
   std::vector<Worker> workers_;
   mutable std::mutex mutex_;

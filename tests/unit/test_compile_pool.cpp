@@ -10,6 +10,7 @@
 
 #include <dirent.h>
 
+#include <chrono>
 #include <memory>
 #include <set>
 #include <thread>
@@ -124,6 +125,38 @@ TEST_F(CompilePool, ADeadWorkerFallsBackToThisProcessAndIsNotUsedAgain) {
   EXPECT_EQ(pool.run(input).cubin, expected);  // compiled here instead
   EXPECT_EQ(pool.fallbacks(), 1);
   EXPECT_EQ(pool.run(input).cubin, expected);  // no worker left: here again
+  EXPECT_EQ(pool.fallbacks(), 2);
+}
+
+// A worker that stops answering (here stopped by SIGSTOP: no CPU time while our request is
+// outstanding) is killed after the pool's bound and the compile runs here: a warmup never
+// waits on a worker without a bound.
+TEST_F(CompilePool, AStalledWorkerIsKilledAfterTheBoundAndTheCompileRunsHere) {
+  const NvrtcInput input = make_nvrtc_input(fill_program(6), "sm_90a");
+  const std::string expected = run_nvrtc(input).cubin;
+  const std::set<pid_t> before = live_children();
+  CompileProcessPool pool(1, std::chrono::milliseconds(300));
+  ASSERT_EQ(pool.run(input).cubin, expected);
+  std::set<pid_t> workers;
+  for (pid_t pid : live_children()) {
+    if (!before.count(pid)) workers.insert(pid);
+  }
+  ASSERT_EQ(workers.size(), 1u);
+  const pid_t worker = *workers.begin();
+  ASSERT_EQ(kill(worker, SIGSTOP), 0);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(pool.run(input).cubin, expected);  // compiled here once the worker was given up
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_GE(waited, 0.3) << "given up before the bound";
+  EXPECT_LT(waited, 30.0) << "the bound did not hold";
+  EXPECT_EQ(pool.fallbacks(), 1);
+  // Killed (a zombie until the pool reaps it), not left stopped.
+  for (int i = 0; i < 400 && live_children().count(worker); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(live_children().count(worker), 0u);
+  EXPECT_EQ(pool.run(input).cubin, expected);
   EXPECT_EQ(pool.fallbacks(), 2);
 }
 
