@@ -35,8 +35,11 @@ std::string DiskCacheImpl::set_aside(Layer& layer, const std::string& name,
   if (quarantine.valid() &&
       ::renameat(layer.entries.get(), name.c_str(), quarantine.get(), aside.c_str()) == 0) {
     // Its time becomes the time it was set aside, so that trimming keeps the newest arrivals
-    // (a bad entry's own time may be anything, even in the future).
-    ::utimensat(quarantine.get(), aside.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);
+    // (a bad entry's own time may be anything, even in the future). Given explicitly: "now"
+    // would be the kernel's coarse clock (a 4 ms tick before Linux 6.13), equal for arrivals
+    // a millisecond apart.
+    const timespec times[2] = {time, time};
+    ::utimensat(quarantine.get(), aside.c_str(), times, AT_SYMLINK_NOFOLLOW);
     trim_quarantine(kQuarantineLimit);
     return "moved to " + options.root.string() + "/" + kQuarantineDir + "/" + aside;
   }
@@ -48,8 +51,19 @@ std::size_t DiskCacheImpl::trim_quarantine(std::size_t keep) {
   if (!quarantine.valid()) return 0;
   std::vector<DirectoryEntry> files = list_directory(quarantine.get());
   if (files.size() <= keep) return 0;
-  std::sort(files.begin(), files.end(), [](const DirectoryEntry& a, const DirectoryEntry& b) {
-    return mtime_before(b.info, a.info);  // newest first
+  // Newest first; equal times (a filesystem with coarse times) by the time in the name, the
+  // digits after its last dot (seconds, then nine of nanoseconds: longer is later).
+  const auto name_time = [](const std::string& name) {
+    const std::size_t dot = name.rfind('.');
+    return dot == std::string::npos ? std::string_view() : std::string_view(name).substr(dot + 1);
+  };
+  std::sort(files.begin(), files.end(), [&](const DirectoryEntry& a, const DirectoryEntry& b) {
+    if (mtime_before(a.info, b.info) != mtime_before(b.info, a.info)) {
+      return mtime_before(b.info, a.info);
+    }
+    const std::string_view ta = name_time(a.name), tb = name_time(b.name);
+    if (ta.size() != tb.size()) return ta.size() > tb.size();
+    return ta > tb;
   });
   std::size_t removed = 0;
   for (std::size_t i = keep; i < files.size(); ++i) {

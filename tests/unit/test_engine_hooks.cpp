@@ -1,7 +1,9 @@
 // The hooks an engine embedding zerojit uses instead of the tool's terminal output: the warmup
 // progress callback, and the log handler through which progress lines and cache warnings go.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstdlib>
 #include <mutex>
 #include <set>
 #include <string>
@@ -77,10 +79,11 @@ TEST_F(EngineHooks, CacheWarningsGoThroughTheLogHandler) {
     }
   });
   // A root that is a file, not a directory: the cache warns and carries on without it.
-  const std::string file = ::testing::TempDir() + "zerojit_hooks_not_a_directory";
-  std::FILE* out = std::fopen(file.c_str(), "w");
-  ASSERT_NE(out, nullptr);
-  std::fclose(out);
+  // A name of its own (mkstemp): runs of the suite side by side must not share it.
+  std::string file = ::testing::TempDir() + "zerojit_hooks_not_a_directory_XXXXXX";
+  const int created = ::mkstemp(file.data());
+  ASSERT_GE(created, 0);
+  ::close(created);
   DiskCacheOptions options;
   options.root = file;
   DiskCache cache(options);
