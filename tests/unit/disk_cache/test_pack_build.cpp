@@ -100,11 +100,23 @@ std::vector<std::string> listed_keys(const json& document) {
 }
 
 TEST_F(DiskCacheProcesses, APackUnderAQuotaKeepsEveryKeyOrFailsNamingTheMissingOnes) {
+  // The entries' sizes with this toolkit (NVRTC versions differ), from a pack without limits.
+  const fs::path reference = scratch / "reference";
+  expect_warm(run(reference), kExampleKeys, 0);
+  std::uintmax_t smallest = ~std::uintmax_t{0}, largest = 0;
+  for (const std::string& name : entry_files(reference)) {
+    const std::uintmax_t size = fs::file_size(reference / "entries" / name);
+    smallest = std::min(smallest, size);
+    largest = std::max(largest, size);
+  }
+  ASSERT_GT(smallest, 1u);
+
   // A quota smaller than the pack (room for one entry of the five): every key is kept.
   const fs::path pack = scratch / "pack";
-  const ToolRun kept = run_tool({"warmup", "--examples", "--compile-only", "--cache-dir",
-                                 pack.string(), "--in-process", "--jobs", "2"},
-                                scratch.path(), {"ZEROJIT_CACHE_MAX_BYTES=8K"});
+  const ToolRun kept = run_tool(
+      {"warmup", "--examples", "--compile-only", "--cache-dir", pack.string(), "--in-process",
+       "--jobs", "2"},
+      scratch.path(), {"ZEROJIT_CACHE_MAX_BYTES=" + std::to_string(largest + largest / 2)});
   ASSERT_EQ(kept.exit_code, 0) << kept.out << kept.err;
   EXPECT_NE(kept.out.find("ok: ahead-of-time pack"), std::string::npos) << kept.out;
   EXPECT_NE(kept.err.find("stay over its quota"), std::string::npos) << kept.err;
@@ -112,9 +124,10 @@ TEST_F(DiskCacheProcesses, APackUnderAQuotaKeepsEveryKeyOrFailsNamingTheMissingO
 
   // A quota smaller than any entry: nothing can be kept, and warmup says so (exit 5).
   const fs::path tiny = scratch / "tiny";
-  const ToolRun refused = run_tool({"warmup", "--examples", "--compile-only", "--cache-dir",
-                                    tiny.string(), "--in-process", "--json"},
-                                   scratch.path(), {"ZEROJIT_CACHE_MAX_BYTES=1K"});
+  const ToolRun refused =
+      run_tool({"warmup", "--examples", "--compile-only", "--cache-dir", tiny.string(),
+                "--in-process", "--json"},
+               scratch.path(), {"ZEROJIT_CACHE_MAX_BYTES=" + std::to_string(smallest - 1)});
   EXPECT_EQ(refused.exit_code, 5) << refused.out << refused.err;
   const json report = json::parse(refused.out);
   EXPECT_EQ(report["ok"], false);

@@ -55,11 +55,15 @@ TEST_F(DiskCacheProcesses, KillingWarmupAtRandomPointsNeverLeavesALoadableBadEnt
   const unsigned seed = std::random_device{}();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
-  const auto window = std::chrono::duration_cast<std::chrono::microseconds>(cold_time);
-  std::uniform_int_distribution<long long> delay(0, window.count());
+  // Kills land at random points of a run's length, first the cold run's. A run that ends
+  // before its kill shows runs are now shorter (a cold run slowed by a busy machine, the memo
+  // making later runs quicker): the window then shrinks below that run's length, so that the
+  // kills keep spreading over whole runs whatever the machine does meanwhile.
+  const auto cold_window = std::chrono::duration_cast<std::chrono::microseconds>(cold_time);
+  long long window = std::max<long long>(cold_window.count(), 1000);
   int kills = 0;
   int trials = 0;
-  while (kills < 50 && trials < 200) {
+  while (kills < 50 && trials < 400) {
     ++trials;
     // Take entries away (and sometimes the NVRTC memo), so that this run compiles and writes.
     for (const std::string& name : entry_files(root)) {
@@ -69,10 +73,15 @@ TEST_F(DiskCacheProcesses, KillingWarmupAtRandomPointsNeverLeavesALoadableBadEnt
       for (const auto& item : fs::directory_iterator(root / "nvrtc-version")) fs::remove(item);
     }
     auto worker = start(root);
-    std::this_thread::sleep_for(std::chrono::microseconds(delay(rng)));
+    const long long delay = std::uniform_int_distribution<long long>(0, window)(rng);
+    std::this_thread::sleep_for(std::chrono::microseconds(delay));
     worker->kill_now();
     const WorkerRun killed = worker->wait();
-    if (killed.signal == SIGKILL) ++kills;
+    if (killed.signal == SIGKILL) {
+      ++kills;
+    } else {
+      window = std::max<long long>(delay * 9 / 10, 1000);
+    }
     // Whatever it left: every file under an entry name verifies (a partial write never
     // appears under one), so a later run can load only sound entries.
     const std::size_t valid = expect_all_valid(root);
@@ -84,8 +93,11 @@ TEST_F(DiskCacheProcesses, KillingWarmupAtRandomPointsNeverLeavesALoadableBadEnt
   for (const auto& item : fs::directory_iterator(root / "entries")) {
     temporaries += item.path().filename().string().starts_with(".tmp-") ? 1 : 0;
   }
-  std::printf("%d kills in %d trials (window %.3f s); %zu temporaries left by killed writers\n",
-              kills, trials, static_cast<double>(window.count()) * 1e-6, temporaries);
+  std::printf(
+      "%d kills in %d trials (window %.3f s, at first %.3f s); %zu temporaries left by killed "
+      "writers\n",
+      kills, trials, static_cast<double>(window) * 1e-6,
+      static_cast<double>(cold_window.count()) * 1e-6, temporaries);
   // The next run heals: every key present and valid; the one after compiles nothing.
   const std::size_t present = entry_files(root).size();
   expect_warm(run(root), kExampleKeys - static_cast<int>(present), static_cast<int>(present));
