@@ -32,16 +32,18 @@ std::string DiskCacheImpl::set_aside(Layer& layer, const std::string& name,
                             std::string(to_string(read.decoded.problem)) + "." +
                             std::to_string(::getpid()) + "." + std::to_string(time.tv_sec) +
                             nanoseconds;
-  if (quarantine.valid() &&
-      ::renameat(layer.entries.get(), name.c_str(), quarantine.get(), aside.c_str()) == 0) {
-    // Its time becomes the time it was set aside, so that trimming keeps the newest arrivals
-    // (a bad entry's own time may be anything, even in the future). Given explicitly: "now"
-    // would be the kernel's coarse clock (a 4 ms tick before Linux 6.13), equal for arrivals
-    // a millisecond apart.
+  // Its time becomes the time it was set aside, so that trimming keeps the newest arrivals (a
+  // bad entry's own time may be anything, even in the future). Set before the move, so that a
+  // trim running meanwhile never sees it in quarantine/ with its old time; and given
+  // explicitly: "now" would be the kernel's coarse clock (a 4 ms tick before Linux 6.13),
+  // equal for arrivals a millisecond apart.
+  if (quarantine.valid()) {
     const timespec times[2] = {time, time};
-    ::utimensat(quarantine.get(), aside.c_str(), times, AT_SYMLINK_NOFOLLOW);
-    trim_quarantine(kQuarantineLimit);
-    return "moved to " + options.root.string() + "/" + kQuarantineDir + "/" + aside;
+    ::utimensat(layer.entries.get(), name.c_str(), times, AT_SYMLINK_NOFOLLOW);
+    if (::renameat(layer.entries.get(), name.c_str(), quarantine.get(), aside.c_str()) == 0) {
+      trim_quarantine(kQuarantineLimit);
+      return "moved to " + options.root.string() + "/" + kQuarantineDir + "/" + aside;
+    }
   }
   if (::unlinkat(layer.entries.get(), name.c_str(), 0) == 0) return "removed";
   return "left in place (" + error_text(errno) + ")";
