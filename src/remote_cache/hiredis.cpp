@@ -8,12 +8,16 @@
 #include "remote_cache/hiredis.hpp"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <sys/time.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <csignal>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 
 namespace zerojit::detail::redis {
@@ -240,6 +244,44 @@ void context_error(const Library& lib, void* context, Outcome& outcome) {
   }
 }
 
+// Holds SIGPIPE blocked in this thread while hiredis writes: it writes with plain write() /
+// send() without MSG_NOSIGNAL, so a write to a connection the server has closed (a restart,
+// an idle timeout, CLIENT KILL) would raise SIGPIPE and end the process. Blocked, the write
+// fails with EPIPE (an io failure, as any lost connection); a SIGPIPE that the write left
+// pending is taken away before the mask is restored, unless one was pending already.
+class SigpipeBlocked {
+ public:
+  SigpipeBlocked() {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    sigset_t pending;
+    sigpending(&pending);
+    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+    blocked_ = pthread_sigmask(SIG_BLOCK, &pipe_, &previous_) == 0;
+  }
+  ~SigpipeBlocked() {
+    if (!blocked_) return;
+    if (!was_pending_) {
+      sigset_t pending;
+      sigpending(&pending);
+      if (sigismember(&pending, SIGPIPE) == 1) {
+        const timespec none{0, 0};
+        while (sigtimedwait(&pipe_, nullptr, &none) < 0 && errno == EINTR) {
+        }
+      }
+    }
+    pthread_sigmask(SIG_SETMASK, &previous_, nullptr);
+  }
+  SigpipeBlocked(const SigpipeBlocked&) = delete;
+  SigpipeBlocked& operator=(const SigpipeBlocked&) = delete;
+
+ private:
+  sigset_t pipe_{};
+  sigset_t previous_{};
+  bool was_pending_ = false;
+  bool blocked_ = false;
+};
+
 }  // namespace
 
 std::string library_problem(bool tls) {
@@ -280,8 +322,12 @@ std::unique_ptr<Connection> Connection::open(const RedisUrl& url, const std::str
     return nullptr;
   }
   lib.set_timeout(context, to_timeval(command_timeout));
-  if (url.transport == RedisUrl::Transport::tls &&
-      lib.initiate_ssl(context, lib.tls_context) != 0) {
+  bool handshake_failed = false;
+  if (url.transport == RedisUrl::Transport::tls) {
+    const SigpipeBlocked no_sigpipe;
+    handshake_failed = lib.initiate_ssl(context, lib.tls_context) != 0;
+  }
+  if (handshake_failed) {
     context_error(lib, context, outcome);
     outcome.error = "TLS handshake failed: " + outcome.error;
     return nullptr;
@@ -326,15 +372,20 @@ Outcome Connection::command(const std::vector<std::string_view>& arguments) {
     lengths.push_back(a.size());
   }
   Outcome outcome;
-  void* reply =
-      lib.command_argv(context_, static_cast<int>(argv.size()), argv.data(), lengths.data());
+  void* reply = nullptr;
+  {
+    const SigpipeBlocked no_sigpipe;
+    reply = lib.command_argv(context_, static_cast<int>(argv.size()), argv.data(), lengths.data());
+  }
   if (reply == nullptr) {
     context_error(lib, context_, outcome);
     return outcome;
   }
+  // Freed however the copy ends (it allocates, and may throw).
+  const std::unique_ptr<void, void (*)(void*)> owned(reply,
+                                                     [](void* r) { library().free_reply(r); });
   outcome.reply = lib.v1 ? copy_reply(*static_cast<const ReplyV1*>(reply))
                          : copy_reply(*static_cast<const ReplyV0*>(reply));
-  lib.free_reply(reply);
   return outcome;
 }
 

@@ -33,7 +33,9 @@ namespace {
 // caller has just found it bad), else the compile lock when no one holds it, else how long
 // the holder's lock has left. STRLEN first, so that an entry over the limit is refused
 // without being sent. Reply: {1, bytes} entry | {3, length} entry too large | {2} locked |
-// {4, pttl} held by another | {0} no entry (no lock asked for: token "").
+// {4, pttl} held by another | {0} no entry (no lock asked for: token ""). A lock that already
+// holds the caller's token is the caller's ({2}): a step sent again over a fresh connection
+// after its first connection died may have run.
 // KEYS: entry, lock. ARGV: max bytes, token, ttl ms, "1" to skip the entry.
 constexpr std::string_view kObtainScript = R"lua(
 if ARGV[4] ~= '1' then
@@ -43,6 +45,7 @@ if ARGV[4] ~= '1' then
 end
 if ARGV[2] == '' then return {0} end
 if redis.call('SET', KEYS[2], ARGV[2], 'NX', 'PX', ARGV[3]) then return {2} end
+if redis.call('GET', KEYS[2]) == ARGV[2] then return {2} end
 return {4, redis.call('PTTL', KEYS[2])}
 )lua";
 // Compare-and-act on the lock: only its holder (who knows the token) renews or releases it.
@@ -173,6 +176,19 @@ struct RemoteCacheImpl {
       }
     }
     Outcome outcome;
+    if (connection) {
+      outcome = connection->command(arguments);
+      if (outcome.failure == Failure::io) {
+        // A pooled connection the server closed while it sat idle (a restart, an idle
+        // timeout): the others in the pool are as old, so they go too, and the command is
+        // sent once more on a fresh connection before anything counts as a failure. (Every
+        // command here may run twice: reads, SET of the same bytes, and compare-and-act
+        // scripts; see kObtainScript.)
+        std::lock_guard lock(pool_mutex);
+        idle.clear();
+        connection.reset();
+      }
+    }
     if (!connection) {
       connection = Connection::open(url, password, options.connect_timeout, options.command_timeout,
                                     options.tls_ca_file, outcome);
@@ -180,8 +196,8 @@ struct RemoteCacheImpl {
         record_failure(outcome);
         return outcome;
       }
+      outcome = connection->command(arguments);
     }
-    outcome = connection->command(arguments);
     if (!outcome.ok()) {
       record_failure(outcome);  // the connection is broken: dropped
       return outcome;
@@ -249,34 +265,52 @@ struct RemoteCacheImpl {
     renew_wake.notify_all();
   }
 
-  void release(const std::string& lock_key, const std::string& token) {
-    {
-      std::lock_guard lock(renew_mutex);
-      held.erase(lock_key);
+  void release(const std::string& lock_key, const std::string& token) noexcept {
+    try {
+      {
+        std::lock_guard lock(renew_mutex);
+        if (auto it = held.find(lock_key); it != held.end() && it->second == token) held.erase(it);
+      }
+      run({"EVAL", kReleaseScript, "1", lock_key, token});
+    } catch (...) {
+      // Out of memory: the lock then expires by itself within its TTL.
     }
-    run({"EVAL", kReleaseScript, "1", lock_key, token});
   }
 
   // Renews every held lock each third of its expiry, so that a long compile keeps it and a
   // dead process (no renewals) loses it after at most one expiry.
-  void renew_loop() {
+  // A renewal that finds the lock gone counts as lost only if this process still holds it
+  // under that token: one released (or released and taken again) since the snapshot is not.
+  void renew_loop() noexcept {
     std::unique_lock lock(renew_mutex);
     while (!stopping) {
       renew_wake.wait_for(lock, options.lock_ttl / 3);
       if (stopping) break;
-      const std::map<std::string, std::string> now = held;
-      lock.unlock();
-      for (const auto& [lock_key, token] : now) {
-        const std::string ttl = std::to_string(options.lock_ttl.count());
-        const Outcome done = run({"EVAL", kRenewScript, "1", lock_key, token, ttl});
-        if (done.ok() && done.reply.type == Reply::Type::integer && done.reply.integer == 0) {
-          warn("lost the compile lock " + lock_key +
-               " (it expired before it was renewed); another host may compile it too");
-          std::lock_guard relock(renew_mutex);
-          held.erase(lock_key);
+      try {
+        const std::map<std::string, std::string> now = held;
+        lock.unlock();
+        for (const auto& [lock_key, token] : now) {
+          const std::string ttl = std::to_string(options.lock_ttl.count());
+          const Outcome done = run({"EVAL", kRenewScript, "1", lock_key, token, ttl});
+          if (done.ok() && done.reply.type == Reply::Type::integer && done.reply.integer == 0) {
+            bool lost = false;
+            {
+              std::lock_guard relock(renew_mutex);
+              if (auto it = held.find(lock_key); it != held.end() && it->second == token) {
+                held.erase(it);
+                lost = true;
+              }
+            }
+            if (lost) {
+              warn("lost the compile lock " + lock_key +
+                   " (it expired before it was renewed); another host may compile it too");
+            }
+          }
         }
+      } catch (...) {
+        // Out of memory: this pass is given up; the next one tries again.
       }
-      lock.lock();
+      if (!lock.owns_lock()) lock.lock();
     }
   }
 };
@@ -391,12 +425,14 @@ RemoteCache::Obtained RemoteCache::obtain(const ProgramIdentity& identity) {
         }
       }
       skip_entry = true;  // bad: ask again for the lock alone
+      if (std::chrono::steady_clock::now() >= deadline) return obtained;  // a server that insists
       continue;
     }
     if (status == 3) {
       if (!bad_seen) s.refuse_large(identity, e.size() > 1 ? e[1].integer : 0, "entry");
       bad_seen = true;
       skip_entry = true;
+      if (std::chrono::steady_clock::now() >= deadline) return obtained;
       continue;
     }
     if (first && !bad_seen) s.misses.fetch_add(1, std::memory_order_relaxed);

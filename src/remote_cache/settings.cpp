@@ -179,9 +179,8 @@ RemoteCacheOptions default_remote_cache_options() {
     return parsed;
   };
   if (const char* url = text("ZEROJIT_REMOTE_CACHE")) options.url = url;
-  if (const char* password = std::getenv("ZEROJIT_REMOTE_CACHE_PASSWORD")) {
-    options.password = password;
-  }
+  // Empty counts as unset (a template that leaves it blank): the URL's own password, if any.
+  if (const char* password = text("ZEROJIT_REMOTE_CACHE_PASSWORD")) options.password = password;
   if (const char* prefix = text("ZEROJIT_REMOTE_CACHE_PREFIX")) {
     for (const char* c = prefix; *c; ++c) {
       if (*c <= ' ' || *c == '{' || *c == '}' || static_cast<unsigned char>(*c) >= 0x7f) {

@@ -85,6 +85,17 @@ TEST(RemoteCacheSettings, MalformedVariablesAreNamed) {
   ::unsetenv("ZEROJIT_REMOTE_CACHE_LOCK_WAIT_S");
 }
 
+TEST(RemoteCacheSettings, AnEmptyPasswordVariableIsUnset) {
+  // A deployment template that leaves it blank must not hide the URL's password (nor show a
+  // redacted one that is never sent).
+  ::setenv("ZEROJIT_REMOTE_CACHE", "redis://:secret@127.0.0.1:6379/0", 1);
+  ::setenv("ZEROJIT_REMOTE_CACHE_PASSWORD", "", 1);
+  const RemoteCacheOptions options = default_remote_cache_options();
+  EXPECT_FALSE(options.password.has_value());
+  ::unsetenv("ZEROJIT_REMOTE_CACHE_PASSWORD");
+  ::unsetenv("ZEROJIT_REMOTE_CACHE");
+}
+
 TEST(RemoteCacheSettings, TheLibraryStoreLeavesOutAMalformedRemote) {
   ::setenv("ZEROJIT_REMOTE_CACHE", "redis//typo", 1);
   ::setenv("ZEROJIT_CACHE_DIR", "off", 1);
