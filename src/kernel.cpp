@@ -1,8 +1,35 @@
 #include "zerojit/kernel.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <optional>
+#include <vector>
 
 namespace zerojit {
+
+namespace {
+
+// The identities this thread has claimed and not yet settled: a second acquire of one of them
+// from this thread (a monitor or log callback that runs inside the compile and asks for the same
+// key) would wait for itself forever, so it is refused instead.
+thread_local std::vector<ProgramIdentity> claims_of_this_thread;
+
+class ClaimedHere {
+ public:
+  explicit ClaimedHere(const ProgramIdentity& identity) {
+    claims_of_this_thread.push_back(identity);
+  }
+  ~ClaimedHere() { claims_of_this_thread.pop_back(); }
+  ClaimedHere(const ClaimedHere&) = delete;
+  ClaimedHere& operator=(const ClaimedHere&) = delete;
+
+  static bool holds(const ProgramIdentity& identity) {
+    return std::find(claims_of_this_thread.begin(), claims_of_this_thread.end(), identity) !=
+           claims_of_this_thread.end();
+  }
+};
+
+}  // namespace
 
 KernelBase::KernelBase(std::string name, const EmbeddedFileSet* files)
     : name_(std::move(name)), files_(files) {
@@ -43,6 +70,14 @@ KernelBase::Acquired KernelBase::acquire(const Acquire& request) {
       artifacts_.emplace(identity, claim->get_future().share());
     }
   }
+  if (!claim && ClaimedHere::holds(identity) &&
+      pending.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+    throw Error("kernel " + name_ + " [" + program.key_text +
+                "]: acquired again by the thread that is compiling it (from a monitor, log or "
+                "progress callback?); it would wait for itself");
+  }
+  std::optional<ClaimedHere> claimed_here;
+  if (claim) claimed_here.emplace(identity);
   // Lets waiters see a failure, and forgets it so that a later call can try again.
   auto abandon_claim = [&] {
     if (!claim) return;

@@ -79,11 +79,7 @@ std::optional<TensorRef> FastCall::optional_tensor(PyObject* object, std::string
 
 TensorRef FastCall::output(PyObject*& object, std::string_view argument, DType dtype,
                            std::initializer_list<std::int64_t> shape) {
-  if (object != Py_None) {
-    const TensorRef ref = import(object, argument, true);
-    Py_INCREF(object);
-    return ref;
-  }
+  if (object != Py_None) return import(object, argument, true);  // the caller holds a reference
   bool valid_shape = true;
   for (const std::int64_t extent : shape) valid_shape = valid_shape && extent >= 0;
   if (api_ == nullptr || !first_device_ || !valid_shape) {

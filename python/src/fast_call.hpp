@@ -43,8 +43,9 @@ class FastCall {
 
   TensorRef tensor(PyObject* object, std::string_view argument);
   std::optional<TensorRef> optional_tensor(PyObject* object, std::string_view argument);
-  // An output: the given tensor, or (object is None) a new compact one of the inputs'
-  // framework, stored into `object` (a new reference the caller returns or releases).
+  // An output: the given tensor (whose reference the caller holds: OwnedObjects in
+  // fast_ops.cpp), or (object is None) a new compact one of the inputs' framework, stored into
+  // `object` (a new reference the caller returns or releases).
   TensorRef output(PyObject*& object, std::string_view argument, DType dtype,
                    std::initializer_list<std::int64_t> shape);
 

@@ -7,6 +7,7 @@
 #include <Python.h>
 
 #include <array>
+#include <cstdint>
 #include <initializer_list>
 #include <string>
 
@@ -18,11 +19,17 @@
 namespace zerojit::python {
 namespace {
 
-// New references held for the call: released (DECREF) unless handed to Python.
+// The outputs of a call, as new references: a given output is taken (INCREF) here, before
+// anything can fail, and FastCall::output puts a new reference in a slot it allocates for. All
+// are released (DECREF) unless handed to Python, so a call that fails anywhere leaves the
+// caller's tensors with the references they had.
 class OwnedObjects {
  public:
   OwnedObjects(std::initializer_list<PyObject**> slots) {
-    for (PyObject** slot : slots) slots_[count_++] = slot;
+    for (PyObject** slot : slots) {
+      slots_[count_++] = slot;
+      if (*slot != nullptr && *slot != Py_None) Py_INCREF(*slot);
+    }
   }
   ~OwnedObjects() {
     if (released_) return;
@@ -40,6 +47,16 @@ class OwnedObjects {
   std::size_t count_ = 0;
   bool released_ = false;
 };
+
+// An int argument the kernel takes as int32: outside its range it is refused by name, never
+// truncated (2**32 + 2 would otherwise pass as 2).
+int int32_argument(FastCall& call, PyObject* object, std::string_view argument) {
+  const std::int64_t value = call.integer(object, argument);
+  if (value < INT32_MIN || value > INT32_MAX) {
+    call.fail(argument, "must be an int32, got " + std::to_string(value));
+  }
+  return static_cast<int>(value);
+}
 
 bool has_arguments(const char* op, Py_ssize_t given, Py_ssize_t expected) {
   if (given == expected) return true;
@@ -345,6 +362,15 @@ PyObject* c128_split(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     stage2.compressed_kv = stage1.compressed_kv;
     stage2.positions = stage1.positions;
     stage2.slot_mapping = stage1.slot_mapping;
+    // The store's arguments are checked (planned) before the compress launches: a call that
+    // fails launches nothing, and leaves a given compressed_kv as it was.
+    call.set_kernel(full_rows ? dsv4::C128StoreFullKernel::instance().name()
+                              : dsv4::C128StoreKernel::instance().name());
+    if (full_rows) {
+      (void)dsv4::C128StoreFullKernel::instance().plan(stage2);
+    } else {
+      (void)dsv4::C128StoreKernel::instance().plan(stage2);
+    }
     call.set_kernel(compress.name());
     launch_from_python(compress, stage1, call);
     call.set_kernel(dsv4::C128StoreKernel::instance().name());
@@ -367,9 +393,9 @@ PyObject* dcp_pack(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     a.logits = call.tensor(args[0], "logits");
     a.topk_indices = call.tensor(args[1], "topk_indices");
     a.row_starts = call.optional_tensor(args[6], "row_starts");
-    a.dcp_rank = static_cast<int>(call.integer(args[3], "dcp_rank"));
-    a.dcp_world_size = static_cast<int>(call.integer(args[4], "dcp_world_size"));
-    a.cp_interleave = static_cast<int>(call.integer(args[5], "cp_interleave"));
+    a.dcp_rank = int32_argument(call, args[3], "dcp_rank");
+    a.dcp_world_size = int32_argument(call, args[4], "dcp_world_size");
+    a.cp_interleave = int32_argument(call, args[5], "cp_interleave");
     PyObject* packed = args[2];
     OwnedObjects owned{&packed};
     a.packed = call.output(

@@ -32,10 +32,13 @@ Program DynamicKernel::program(const KeySlot& key) const {
 
 std::int64_t DynamicKernel::intern(DynamicKey key, ProgramText text) {
   std::string key_text = key.text();
+  // Slots are told apart by the key's JSON, whose strings are escaped: the text is not (fields
+  // a="x, b=y", b="z" and a="x", b="y, b=z" print alike), and two such keys would share one slot.
+  const std::string key_json = key.json();
   {
     std::lock_guard lock(mutex_);
     for (std::size_t i = 0; i < slots_.size(); ++i) {
-      if (slots_[i]->text == key_text) return static_cast<std::int64_t>(i);
+      if (slots_[i]->json == key_json) return static_cast<std::int64_t>(i);
     }
   }
   const std::string where = "kernel " + name() + " [" + key_text + "]: ";
@@ -47,7 +50,7 @@ std::int64_t DynamicKernel::intern(DynamicKey key, ProgramText text) {
   }
   auto made = std::make_unique<Slot>();
   Slot& entry = *made;
-  entry.json = key.json();
+  entry.json = key_json;
   switch (text.rendering) {
     case KeyRendering::template_arguments:
       entry.name_expression = text.function + "<" + key.template_arguments() + ">";
@@ -80,7 +83,7 @@ std::int64_t DynamicKernel::intern(DynamicKey key, ProgramText text) {
 
   std::lock_guard lock(mutex_);
   for (std::size_t i = 0; i < slots_.size(); ++i) {  // interned meanwhile by another thread
-    if (slots_[i]->text == entry.text) return static_cast<std::int64_t>(i);
+    if (slots_[i]->json == entry.json) return static_cast<std::int64_t>(i);
   }
   slots_.push_back(std::move(made));
   return static_cast<std::int64_t>(slots_.size() - 1);

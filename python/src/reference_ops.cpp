@@ -126,6 +126,48 @@ bool stores_full_rows(const CallArguments& call, const TensorDesc& cache,
 
 py::object rows_to_list(const std::vector<long long>& rows) { return py::cast(rows); }
 
+// Refuses an index tensor (int32 or int64, validated by the plan) holding a value at or past
+// `bound`, the extent of what it indexes: the CUDA kernels trust these (as vLLM's do: reading
+// them would cost a launch), but the reference runs on the host, where such an index would read
+// or write outside an allocation. Negative values are the kernels' "skip" and pass. With
+// `only_where`, element i is checked only where only_where[i] >= 0 (a token's slot: the
+// positions of tokens that write nothing are never read).
+std::int64_t index_value(const TensorRef& tensor, std::int64_t i) {
+  const TensorDesc& desc = tensor.desc;
+  std::int64_t offset = 0;
+  std::int64_t rest = i;
+  for (int dim = desc.ndim - 1; dim >= 0; --dim) {
+    offset += (rest % desc.size(dim)) * desc.stride(dim);
+    rest /= desc.size(dim);
+  }
+  return desc.dtype == DType::i32 ? tensor.as<const std::int32_t>()[offset]
+                                  : tensor.as<const std::int64_t>()[offset];
+}
+
+void check_indices_below(const CallArguments& call, const TensorRef& tensor,
+                         std::string_view argument, std::int64_t bound, std::string_view what,
+                         const TensorRef* only_where = nullptr) {
+  const auto is_index = [](const TensorDesc& d) {
+    return d.dtype == DType::i32 || d.dtype == DType::i64;
+  };
+  if (!is_index(tensor.desc)) return;
+  const std::int64_t count = tensor.desc.numel();
+  const bool masked = only_where != nullptr && is_index(only_where->desc);
+  for (std::int64_t i = 0; i < count; ++i) {
+    if (masked && (i >= only_where->desc.numel() || index_value(*only_where, i) < 0)) continue;
+    const std::int64_t value = index_value(tensor, i);
+    if (value >= bound) {
+      call.fail(argument, "holds " + std::to_string(value) + " (element " + std::to_string(i) +
+                              "), past " + std::string(what) + " (" + std::to_string(bound) + ")");
+    }
+  }
+}
+
+// The slots of a K cache [num_blocks, B, ...]: what kv_slot_mapping indexes.
+std::int64_t cache_slots(const TensorRef& k_cache) {
+  return k_cache.desc.ndim >= 2 ? k_cache.desc.size(0) * k_cache.desc.size(1) : 0;
+}
+
 // --- Indexer-Q (spec section 1) ------------------------------------------------------------
 
 py::object indexer_q(bool mxfp4, py::handle positions, py::handle q, py::handle cos_sin_cache,
@@ -181,6 +223,8 @@ py::object dequant_gather(py::handle out, py::handle k_cache, py::handle seq_len
   call.checks().matches_size(block_size, "block_size", args.k_cache.desc, "k_cache", 1);
   run_reference([&] {
     const auto spec = kernel.plan(args);
+    check_indices_below(call, args.block_table, "block_table", args.k_cache.desc.size(0),
+                        "the pages of k_cache");
     const auto params = unpack_params<zj::dsv4::DequantGatherParams>(spec.args, call.kernel());
     reference::dequant_gather(params, spec.key.block_size, spec.key.has_gather_lens);
   });
@@ -231,13 +275,23 @@ py::object c4_store(py::handle state_cache, py::handle token_to_req_indices, py:
                        fp8_scale, kv_cache_block_size, kv_block_stride);
   call.checks().matches_size(block_size, "block_size", args.state_cache.desc, "state_cache", 1);
   return rows_to_list(run_reference([&] {
+    const auto check_indices = [&] {
+      check_indices_below(call, args.block_table, "block_table", args.state_cache.desc.size(0),
+                          "the blocks of state_cache");
+      check_indices_below(call, args.kv_slot_mapping, "kv_slot_mapping", cache_slots(args.k_cache),
+                          "the slots of k_cache");
+      check_indices_below(call, args.positions, "positions", args.cos_sin_cache.desc.size(0),
+                          "the rows of cos_sin_cache", &args.slot_mapping);
+    };
     if (full_rows) {
       const auto spec = full.plan(args);
+      check_indices();
       const auto params = unpack_params<zj::dsv4::C4StoreFullParams>(spec.args, call.kernel());
       return reference::c4_store_full(
           params, {spec.key.store_full_fp8, norm_weight_type(spec.key.norm_weight_dtype)});
     }
     const auto spec = ds_mla.plan(args);
+    check_indices();
     const auto params = unpack_params<zj::dsv4::C4StoreParams>(spec.args, call.kernel());
     return reference::c4_store(params, {norm_weight_type(spec.key.norm_weight_dtype)});
   }));
@@ -260,6 +314,8 @@ py::object c128_compress(py::handle state_cache, py::handle token_to_req_indices
   call.checks().matches_size(block_size, "block_size", args.state_cache.desc, "state_cache", 1);
   return rows_to_list(run_reference([&] {
     const auto spec = kernel.plan(args);
+    check_indices_below(call, args.block_table, "block_table", args.state_cache.desc.size(0),
+                        "the blocks of state_cache");
     const auto params = unpack_params<zj::dsv4::C128CompressParams>(spec.args, call.kernel());
     return reference::c128_compress(params, {spec.key.head_size});
   }));
@@ -286,13 +342,21 @@ py::object c128_store(py::handle compressed_kv, py::handle positions, py::handle
   read_store_arguments(call, args, rms_norm_weight, rms_norm_eps, cos_sin_cache, kv_slot_mapping,
                        fp8_scale, kv_cache_block_size, kv_block_stride);
   return rows_to_list(run_reference([&] {
+    const auto check_indices = [&] {
+      check_indices_below(call, args.kv_slot_mapping, "kv_slot_mapping", cache_slots(args.k_cache),
+                          "the slots of k_cache");
+      check_indices_below(call, args.positions, "positions", args.cos_sin_cache.desc.size(0),
+                          "the rows of cos_sin_cache", &args.kv_slot_mapping);
+    };
     if (full_rows) {
       const auto spec = full.plan(args);
+      check_indices();
       const auto params = unpack_params<zj::dsv4::C128StoreFullParams>(spec.args, call.kernel());
       return reference::c128_store_full(
           params, {spec.key.store_full_fp8, norm_weight_type(spec.key.norm_weight_dtype)});
     }
     const auto spec = ds_mla.plan(args);
+    check_indices();
     const auto params = unpack_params<zj::dsv4::C128StoreParams>(spec.args, call.kernel());
     return reference::c128_store(params, {spec.key.kv_cache_block_size, spec.key.kv_block_stride,
                                           norm_weight_type(spec.key.norm_weight_dtype)});

@@ -19,6 +19,7 @@ os.environ.pop("ZEROJIT_MONITOR", None)
 import pytorch_nvrtc  # noqa: E402,F401  (before zerojit)
 import zerojit  # noqa: E402
 from fake_dlpack import (  # noqa: E402
+    KDL_BFLOAT,
     KDL_COMPLEX,
     KDL_CUDA,
     KDL_FLOAT,
@@ -422,6 +423,26 @@ class NumpyErrorMappingTest(unittest.TestCase):
                 compress_ratio=16, rms_norm_weight=numpy.zeros(512, f32),
             )
 
+    def test_failing_calls_leave_the_callers_references(self):
+        # A call that fails before or after its outputs are read must not drop a reference the
+        # caller holds (it once freed the caller's output tensor).
+        import sys
+
+        logits = numpy.zeros((3, 50), numpy.float32)
+        packed = numpy.zeros((3, 512, 2), numpy.float32)
+        before = sys.getrefcount(packed)
+        for _ in range(10):
+            with self.assertRaises(zerojit.InvalidArgument):  # 1-D topk: fails sizing the output
+                zerojit.pack_dcp_topk_candidates(logits, numpy.zeros(512, numpy.int32), packed,
+                                                 0, 2, 1)
+            with self.assertRaises(zerojit.InvalidArgument):  # host tensors: fails validating
+                zerojit.pack_dcp_topk_candidates(logits, numpy.zeros((3, 512), numpy.int32),
+                                                 packed, 0, 2, 1)
+        self.assertEqual(sys.getrefcount(packed), before)
+        with self.assertRaisesRegex(zerojit.InvalidArgument, "dcp_world_size.*int32"):
+            zerojit.pack_dcp_topk_candidates(logits, numpy.zeros((3, 512), numpy.int32), packed,
+                                             0, 2**32 + 2, 1)
+
     def test_outputs_are_allocated_like_numpy_inputs(self):
         logits = numpy.zeros((3, 50), numpy.float32)
         packed = zerojit.reference.pack_dcp_topk_candidates(
@@ -474,6 +495,24 @@ class NumpyReferenceTest(unittest.TestCase):
         self.assertEqual(rows, [1])
         self.assertTrue(numpy.all(compressed[0] == 7.0))  # not a boundary: untouched
         self.assertTrue(numpy.allclose(compressed[1], 63.5, rtol=0, atol=1e-5))
+
+    def test_references_refuse_indices_past_their_tensors(self):
+        # The CPU references read host memory: a page, block or slot past its tensor is an
+        # error naming the argument, never a read or write outside the allocation.
+        k_cache = numpy.zeros((2, 64, 584), numpy.uint8)
+        out = VersionedProducer((1, 4, 512), dtype=(KDL_BFLOAT, 16, 1))  # numpy has no bf16
+        block_table = numpy.array([[10**8]], numpy.int32)
+        with self.assertRaisesRegex(zerojit.InvalidArgument,
+                                    r"'block_table'.*100000000.*the pages of k_cache \(2\)"):
+            zerojit.reference.dequantize_and_gather_k_cache(
+                out, k_cache, numpy.array([4], numpy.int32), None, block_table, 64, 0)
+        state = numpy.zeros((16, 8, 1024), numpy.float32)
+        table = numpy.arange(16, dtype=numpy.int32).reshape(1, 16)
+        table[0, 3] = 16
+        with self.assertRaisesRegex(zerojit.InvalidArgument, r"'block_table'.*state_cache"):
+            zerojit.reference.sparse_attn_compress_c128(
+                state, numpy.zeros(2, numpy.int32), numpy.array([126, 127], numpy.int64),
+                numpy.array([5, 6], numpy.int64), table, 8, numpy.zeros((2, 512), numpy.float32))
 
     def test_references_refuse_device_tensors(self):
         cuda_logits = VersionedProducer((2, 8), (KDL_FLOAT, 32, 1), device=(KDL_CUDA, 0))

@@ -74,6 +74,25 @@ class MacroKernel(zerojit.Kernel):
 
 
 @dataclasses.dataclass(frozen=True)
+class TwoNamesKey:
+    a: str
+    b: str
+
+
+class TwoNamesKernel(zerojit.Kernel):
+    name = "test.two_names"
+    Key = TwoNamesKey
+    params = (("x", "tensor"),)
+
+    def dispatch(self, x):
+        return TwoNamesKey("x", "y")
+
+    def program(self, key):
+        return Program(source="extern \"C\" __global__ void k(float* x) {}", function="k",
+                       key_as="macros")
+
+
+@dataclasses.dataclass(frozen=True)
 class BrokenKey:
     variant: int
 
@@ -98,6 +117,19 @@ class BrokenKernel(zerojit.Kernel):
 
 
 class KeyTest(unittest.TestCase):
+    def test_string_fields_that_print_alike_are_different_keys(self):
+        # a="x, b=y", b="z" and a="x", b="y, b=z" print the same text; their slots, macros and
+        # identities must still be their own.
+        kernel = TwoNamesKernel()
+        first, second = TwoNamesKey("x, b=y", "z"), TwoNamesKey("x", "y, b=z")
+        self.assertEqual(kernel.key_text(first), kernel.key_text(second))
+        self.assertNotEqual(kernel.slot(first), kernel.slot(second))
+        _, _, first_options, _ = kernel._core.program(kernel.slot(first))
+        _, _, second_options, _ = kernel._core.program(kernel.slot(second))
+        self.assertIn("-DZJ_B=z", first_options)
+        self.assertIn("-DZJ_B=y, b=z", second_options)
+        self.assertNotEqual(kernel.identity(first), kernel.identity(second))
+
     def test_key_text_and_rendering_are_the_cores(self):
         kernel = user_kernel.Axpby()
         key = user_kernel.AxpbyKey(DType.bf16, 8)

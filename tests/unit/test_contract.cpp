@@ -3,6 +3,8 @@
 // registry's union, dedupe and gating. NVRTC compiles for real; nothing touches a GPU.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <future>
 #include <mutex>
 #include <set>
 #include <string>
@@ -360,6 +362,35 @@ TEST_F(Contract, AFailedWarmupNeverArmsTheMonitorAndReportsEachKeyToTheProgressC
       registry_for({1}).warmup(WarmupOptions{.progress = ProgressStyle::none}).monitor_armed);
   Monitor::instance().disarm();
   Monitor::instance().set_mode(MonitorMode::off);
+}
+
+TEST_F(Contract, AMonitorCallbackAskingForTheKeyBeingCompiledIsRefusedNotDeadlocked) {
+  // The monitor's callback runs inside the compile it reports, while this thread holds the key's
+  // single-flight claim: asking for the same key there would wait for itself forever.
+  auto& kernel = contract_kernel();
+  const ContractKey key{21};
+  std::string refused;
+  Monitor& monitor = Monitor::instance();
+  monitor.set_mode(MonitorMode::warn);
+  monitor.arm();
+  monitor.set_event_callback([&](const JitEvent&) {
+    try {
+      kernel.warm(key, "sm_90a", {});
+    } catch (const Error& error) {
+      refused = error.what();
+    }
+  });
+  // Bounded: were it to wait for itself, the test fails instead of hanging.
+  auto done = std::async(std::launch::async, [&] { return kernel.warm(key, "sm_90a", {}); });
+  const bool finished = done.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+  monitor.set_event_callback(nullptr);
+  monitor.disarm();
+  monitor.set_mode(MonitorMode::off);
+  ASSERT_TRUE(finished) << "the nested acquire waited for itself";
+  EXPECT_EQ(done.get().origin, ArtifactOrigin::compiled);
+  EXPECT_NE(refused.find("acquired again by the thread that is compiling it"), std::string::npos)
+      << refused;
+  EXPECT_NE(refused.find("test.contract [variant=21]"), std::string::npos) << refused;
 }
 
 TEST_F(Contract, AddExpansionRegistersPrebuiltEntriesOnceAndWarmsThem) {
