@@ -159,12 +159,24 @@ ImportedTensor import_tensor(py::handle object, std::string_view kernel, std::st
     // A CPU producer must be asked with stream=None; a CUDA one with the consumer's stream.
     py::object producer_stream = py::none();
     if (py::hasattr(object, "__dlpack_device__")) {
-      const auto device = object.attr("__dlpack_device__")().cast<std::pair<int, int>>();
+      const py::object reported = object.attr("__dlpack_device__")();
+      std::pair<int, int> device;
+      try {
+        device = reported.cast<std::pair<int, int>>();
+      } catch (const py::cast_error&) {
+        fail(kernel, argument,
+             "has a __dlpack_device__() that returned " + type_name(reported) +
+                 ", not a (device_type, device_id) pair of ints");
+      }
       if (device.first == kDLCUDA || device.first == kDLCUDAManaged) {
         producer_stream = stream.value;
       }
     }
     capsule = request_capsule(object, producer_stream);
+    if (!PyCapsule_CheckExact(capsule.ptr())) {
+      fail(kernel, argument,
+           "has a __dlpack__() that returned " + type_name(capsule) + ", not a DLPack capsule");
+    }
   }
 
   const char* name = PyCapsule_GetName(capsule.ptr());

@@ -3,6 +3,7 @@
 #include <pybind11/pybind11.h>
 
 #include <array>
+#include <cstdint>
 #include <string>
 
 #include "dlpack.hpp"
@@ -28,6 +29,8 @@ constexpr std::size_t kCachedTypes = 16;
 std::array<TypeEntry, kCachedTypes> g_types;
 std::size_t g_type_count = 0;
 
+constexpr std::uintptr_t kLowestPlausibleAddress = 1 << 16;
+
 const DLPackExchangeAPI* look_up(PyTypeObject* type) {
   PyObject* attribute =
       PyObject_GetAttrString(reinterpret_cast<PyObject*>(type), "__dlpack_c_exchange_api__");
@@ -40,8 +43,12 @@ const DLPackExchangeAPI* look_up(PyTypeObject* type) {
     api = static_cast<const DLPackExchangeAPI*>(
         PyCapsule_GetPointer(attribute, kExchangeApiCapsuleName));
   } else if (PyLong_Check(attribute)) {
-    // An integer holding the table's address, as the DLPack text also allows.
-    api = static_cast<const DLPackExchangeAPI*>(PyLong_AsVoidPtr(attribute));
+    // An integer holding the table's address, as the DLPack text also allows. No table lives
+    // in the first pages of an address space: a small number is a mistake, not an address.
+    void* address = PyLong_AsVoidPtr(attribute);
+    if (reinterpret_cast<std::uintptr_t>(address) >= kLowestPlausibleAddress) {
+      api = static_cast<const DLPackExchangeAPI*>(address);
+    }
   }
   if (PyErr_Occurred()) PyErr_Clear();
   Py_DECREF(attribute);
@@ -71,7 +78,12 @@ const DLPackExchangeAPI* exchange_api_of(PyObject* object) {
     if (g_types[i].type == type) return g_types[i].api;
   }
   const DLPackExchangeAPI* api = look_up(type);
-  if (g_type_count < kCachedTypes) g_types[g_type_count++] = {type, api};
+  if (g_type_count < kCachedTypes) {
+    // Held, so that a type that is freed (a heap type of a subclass) cannot have its address
+    // reused by another type while the cache still says what the first one had.
+    Py_INCREF(reinterpret_cast<PyObject*>(type));
+    g_types[g_type_count++] = {type, api};
+  }
   return api;
 }
 

@@ -108,7 +108,10 @@ std::vector<DynamicRegistration> to_registrations(
     const std::vector<std::tuple<DynamicKernel*, std::string, std::vector<std::int64_t>,
                                  std::vector<std::string>>>& items) {
   std::vector<DynamicRegistration> out;
-  for (const auto& [kernel, tag, slots, dead] : items) out.push_back({kernel, tag, slots, dead});
+  for (const auto& [kernel, tag, slots, dead] : items) {
+    if (kernel == nullptr) throw InvalidArgument("warmup", "kernel", "is None in a registration");
+    out.push_back({kernel, tag, slots, dead});
+  }
   return out;
 }
 

@@ -4,6 +4,7 @@
 // key with the GIL held, a miss (which may compile) with the GIL released.
 #include <Python.h>
 
+#include <optional>
 #include <string>
 
 #include "bindings.hpp"
@@ -69,6 +70,7 @@ void pack(FastCall& call, const DynamicKernel& kernel, PyObject* tuple, KernelAr
     call.fail("args", "the plan must give a tuple of " + std::to_string(kinds.size()) +
                           " arguments, one per parameter");
   }
+  std::optional<Device> first_device;  // the launch goes to the first tensor's device
   for (std::size_t i = 0; i < kinds.size(); ++i) {
     PyObject* value = PyTuple_GET_ITEM(tuple, static_cast<Py_ssize_t>(i));
     const std::string_view name = names[i];
@@ -77,6 +79,14 @@ void pack(FastCall& call, const DynamicKernel& kernel, PyObject* tuple, KernelAr
         const TensorRef ref = call.tensor(value, name);
         if (ref.desc.device.kind != DeviceKind::cuda) {
           call.fail(name, "must be a CUDA tensor, got " + to_string(ref.desc));
+        }
+        // Another device's pointer would be read on the launch's device.
+        if (!first_device) {
+          first_device = ref.desc.device;
+        } else if (ref.desc.device != *first_device) {
+          call.fail(name, "is on " + to_string(ref.desc.device) +
+                              " but the launch's first tensor is on " + to_string(*first_device) +
+                              "; every tensor must be on one device");
         }
         if (described != nullptr) {
           *described +=

@@ -24,6 +24,7 @@ from fake_dlpack import (  # noqa: E402
     KDL_CUDA,
     KDL_FLOAT,
     KDL_INT,
+    KDL_UINT,
     LegacyProducer,
     VersionedProducer,
     capsule_name,
@@ -353,6 +354,24 @@ class DLPackTest(unittest.TestCase):
         self.assertIn("read-only", str(raised.exception))
         self.assert_consumed_once(complex_logits, deep, future, read_only, logits, topk)
 
+    def test_producers_that_break_the_protocol_are_named(self):
+        logits, topk, packed = dcp_arguments(VersionedProducer)
+
+        class NoCapsule(VersionedProducer):
+            def __dlpack__(self, *, stream=None, max_version=None):
+                return None
+
+        class OddDevice(VersionedProducer):
+            def __dlpack_device__(self):
+                return "cpu"
+
+        with self.assertRaisesRegex(zerojit.InvalidArgument,
+                                    r"'logits'.*__dlpack__\(\) that returned NoneType"):
+            zerojit.pack_dcp_topk_candidates(NoCapsule((2, 100)), topk, packed, 0, 2, 1)
+        with self.assertRaisesRegex(zerojit.InvalidArgument,
+                                    r"'logits'.*__dlpack_device__\(\) that returned str"):
+            zerojit.pack_dcp_topk_candidates(OddDevice((2, 100)), topk, packed, 0, 2, 1)
+
     def test_a_capsule_is_consumed_once(self):
         logits, topk, packed = dcp_arguments(VersionedProducer)
         capsule = logits.__dlpack__(max_version=(1, 0))
@@ -499,8 +518,9 @@ class NumpyReferenceTest(unittest.TestCase):
     def test_references_refuse_indices_past_their_tensors(self):
         # The CPU references read host memory: a page, block or slot past its tensor is an
         # error naming the argument, never a read or write outside the allocation.
-        k_cache = numpy.zeros((2, 64, 584), numpy.uint8)
-        out = VersionedProducer((1, 4, 512), dtype=(KDL_BFLOAT, 16, 1))  # numpy has no bf16
+        # 256-byte aligned (numpy promises less than the kernel's 32), and numpy has no bf16.
+        k_cache = VersionedProducer((2, 64, 584), dtype=(KDL_UINT, 8, 1))
+        out = VersionedProducer((1, 4, 512), dtype=(KDL_BFLOAT, 16, 1))
         block_table = numpy.array([[10**8]], numpy.int32)
         with self.assertRaisesRegex(zerojit.InvalidArgument,
                                     r"'block_table'.*100000000.*the pages of k_cache \(2\)"):
