@@ -117,6 +117,14 @@ class BrokenKernel(zerojit.Kernel):
 
 
 class KeyTest(unittest.TestCase):
+    def test_key_values_the_core_cannot_hold_are_named(self):
+        kernel = TwoNamesKernel()
+        with self.assertRaisesRegex(zerojit.InvalidArgument, "key field 'a'.*valid Unicode"):
+            kernel.slot(TwoNamesKey("\ud800", "y"))
+        macros = MacroKernel()
+        with self.assertRaisesRegex(zerojit.InvalidArgument, "key field 'block'.*64 bits"):
+            macros.slot(MacroKey(2**64, True, "plus", DType.f32))
+
     def test_string_fields_that_print_alike_are_different_keys(self):
         # a="x, b=y", b="z" and a="x", b="y, b=z" print the same text; their slots, macros and
         # identities must still be their own.

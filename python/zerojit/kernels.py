@@ -421,4 +421,15 @@ def _field_value(kernel, field, kind, value):
     if not ok:
         raise InvalidArgument(
             f"kernel {kernel}: key field '{field}' must be {kind}, got {value!r}", kernel, field)
+    # What the C++ key holds: a 64-bit int, a UTF-8 string.
+    if kind == "int" and not -(2**63) <= value < 2**63:
+        raise InvalidArgument(
+            f"kernel {kernel}: key field '{field}' must fit in 64 bits, got {value}", kernel, field)
+    if kind == "str":
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidArgument(
+                f"kernel {kernel}: key field '{field}' must be valid Unicode text (no lone "
+                f"surrogates), got {value!r}", kernel, field) from None
     return value
