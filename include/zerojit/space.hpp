@@ -136,6 +136,7 @@ class WarmupSpace {
     max_points_ = bound;
     return *this;
   }
+  std::size_t max_points() const { return max_points_; }
 
   std::size_t axis_count() const { return axes_.size(); }
 

@@ -49,7 +49,15 @@ class Space {
  public:
   Space& choices(const std::string& name, const py::iterable& values) {
     std::vector<Labeled> list;
-    for (py::handle value : values) list.push_back(labeled(value));
+    for (py::handle value : values) {
+      if (list.size() >= space_.max_points()) {  // read no further: it may never end
+        throw Error("warmup axis '" + name + "' has more than " +
+                    std::to_string(space_.max_points()) +
+                    " values, the space's bound; narrow the axis or raise the bound before "
+                    "adding it");
+      }
+      list.push_back(labeled(value));
+    }
     check_new({name});
     space_.choices(name, std::move(list), setter<Labeled>(axes_.size()));
     axes_.push_back({name});

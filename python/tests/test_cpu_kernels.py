@@ -293,6 +293,10 @@ class SpaceTest(unittest.TestCase):
         space = Space().bound(10).range("a", 1, 4).range("b", 1, 4)
         with self.assertRaisesRegex(zerojit.Error, r"a\(4\) x b\(4\) has more than 10 points"):
             space.points()
+        # An iterator that never ends is read up to the bound and refused, not read forever.
+        import itertools
+        with self.assertRaisesRegex(zerojit.Error, "axis 'n' has more than 10 values"):
+            Space().bound(10).choices("n", itertools.count())
 
     def test_dispatch_rejection_names_the_point_and_kernel(self):
         kernel = user_kernel.Axpby()

@@ -40,8 +40,9 @@ class Space:
         self._describe = describe if describe is not None else (lambda point: point)
 
     def choices(self, name, values):
-        """An axis over explicit values."""
-        self._core.choices(str(name), list(values))
+        """An axis over explicit values (any iterable; one that never ends is read up to the
+        space's bound and refused)."""
+        self._core.choices(str(name), iter(values))
         return self
 
     def range(self, name, first, last, step=1):
