@@ -462,6 +462,17 @@ class NumpyErrorMappingTest(unittest.TestCase):
             zerojit.pack_dcp_topk_candidates(logits, numpy.zeros((3, 512), numpy.int32), packed,
                                              0, 2**32 + 2, 1)
 
+    def test_fast_path_flags_must_be_bools(self):
+        # A truthy "False" must not read as True.
+        from zerojit import _core
+
+        args = [None] * 17
+        args[9] = numpy.zeros((2, 64, 584), numpy.uint8)  # k_cache, read first
+        args[14] = "False"
+        with self.assertRaisesRegex(zerojit.InvalidArgument,
+                                    "'store_full_kv'.*must be True, False or None, got str"):
+            _core.fast.c4_store(*args)
+
     def test_outputs_are_allocated_like_numpy_inputs(self):
         logits = numpy.zeros((3, 50), numpy.float32)
         packed = zerojit.reference.pack_dcp_topk_candidates(
