@@ -1,5 +1,9 @@
 #include "zerojit/checks.hpp"
 
+#include <array>
+#include <cstdint>
+#include <utility>
+
 namespace zerojit {
 
 void ArgumentChecks::fail(std::string_view argument, const std::string& problem) const {
@@ -25,6 +29,47 @@ void ArgumentChecks::tensor(const TensorDesc& t, std::string_view argument,
   }
   for (int d = 0; d < t.ndim; ++d) {
     if (t.size(d) < 0) fail(argument, "has a negative size: " + to_string(t));
+  }
+  // The device code loads and stores whole elements: a byte-offset view of wider ones would
+  // fault (a misaligned address ends the CUDA context).
+  const int element = dtype_size_bytes(t.dtype);
+  if (element > 1 && t.alignment % element != 0) {
+    fail(argument, "base address must be aligned to its " + std::to_string(element) +
+                       "-byte elements, got " + to_string(t));
+  }
+}
+
+void ArgumentChecks::distinct_elements(const TensorDesc& t, std::string_view argument) const {
+  std::array<int, kMaxTensorDims> dims{};
+  int count = 0;
+  for (int d = 0; d < t.ndim; ++d) {
+    if (t.size(d) > 1) dims[static_cast<std::size_t>(count++)] = d;
+  }
+  const auto magnitude = [&](int d) { return t.stride(d) < 0 ? -t.stride(d) : t.stride(d); };
+  // At most kMaxTensorDims dims: an insertion sort by stride magnitude.
+  for (int i = 1; i < count; ++i) {
+    for (int j = i; j > 0 && magnitude(dims[static_cast<std::size_t>(j)]) <
+                                 magnitude(dims[static_cast<std::size_t>(j - 1)]);
+         --j) {
+      std::swap(dims[static_cast<std::size_t>(j)], dims[static_cast<std::size_t>(j - 1)]);
+    }
+  }
+  std::int64_t spanned = 1;  // elements the dims inside span, from the first to past the last
+  for (int i = 0; i < count; ++i) {
+    const int d = dims[static_cast<std::size_t>(i)];
+    if (magnitude(d) < spanned) {
+      fail(argument, "is written, but its elements overlap (dim " + std::to_string(d) + " steps " +
+                         std::to_string(t.stride(d)) + " elements, inside the " +
+                         std::to_string(spanned) + " the dims within it span): " + to_string(t));
+    }
+    spanned = magnitude(d) * (t.size(d) - 1) + spanned;
+  }
+}
+
+void ArgumentChecks::fits_int32(std::int64_t value, std::string_view argument,
+                                std::string_view what) const {
+  if (value > INT32_MAX || value < INT32_MIN) {
+    fail(argument, std::string(what) + " must fit in 32 bits, got " + std::to_string(value));
   }
 }
 

@@ -21,7 +21,8 @@ class ArgumentChecks {
   std::string_view kernel() const { return kernel_; }
   [[noreturn]] void fail(std::string_view argument, const std::string& problem) const;
 
-  // dtype is one of `allowed`, rank is `ndim`, no negative size, on a CUDA device.
+  // dtype is one of `allowed`, rank is `ndim`, no negative size, on a CUDA device, the base
+  // address aligned to the element size.
   void tensor(const TensorDesc& t, std::string_view argument, std::initializer_list<DType> allowed,
               int ndim) const;
   void size(const TensorDesc& t, std::string_view argument, int dim, std::int64_t expected) const;
@@ -32,6 +33,12 @@ class ArgumentChecks {
   void stride_bytes_multiple(const TensorDesc& t, std::string_view argument, int dim,
                              std::int64_t bytes) const;
   void same_device(const TensorDesc& t, std::string_view argument, const TensorDesc& first) const;
+  // An output whose elements are all at distinct addresses: ordered by stride, each dim of size
+  // > 1 steps past everything the dims inside it span (so no stride of 0, no overlapping rows).
+  // Outputs written by several threads must not alias themselves.
+  void distinct_elements(const TensorDesc& t, std::string_view argument) const;
+  // A size that a key field or the device code holds as int32.
+  void fits_int32(std::int64_t value, std::string_view argument, std::string_view what) const;
   void positive(std::int64_t value, std::string_view argument) const;
   // A size a caller passes next to the tensor it describes (vLLM's signatures repeat block
   // sizes): when given, it must equal tensor.shape[dim].

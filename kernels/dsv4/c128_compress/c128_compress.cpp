@@ -13,6 +13,8 @@ C128CompressKey C128CompressKernel::dispatch(const C128CompressDescriptors& d) c
   checks.tensor(d.compressed_kv, "compressed_kv", {DType::f32}, 2);
   checks.tensor(d.state_cache, "state_cache", {DType::f32}, 3);
   checks.tensor(d.slot_mapping, "slot_mapping", {DType::i64}, 1);
+  checks.fits_int32(d.compressed_kv.size(1), "compressed_kv", "the head size (shape[1])");
+  checks.fits_int32(d.state_cache.size(2), "state_cache", "the state width (shape[2])");
   C128CompressKey key{static_cast<int>(d.compressed_kv.size(1)),
                       static_cast<int>(d.state_cache.size(2) / 2),
                       d.slot_mapping.size(0) > params::kC128CompressDecodeTokens};
@@ -54,6 +56,7 @@ LaunchSpecWithOutputs<C128CompressKey, TensorRef> C128CompressKernel::plan(
   checks.same_device(a.block_table.desc, "block_table", state);
   const std::int64_t tokens = a.slot_mapping.desc.size(0);
   checks.size(a.compressed_kv.desc, "compressed_kv", 0, tokens);
+  checks.size(a.compressed_kv.desc, "compressed_kv", 1, params::kCompressorHeadSize);
   checks.contiguous(a.compressed_kv.desc, "compressed_kv");
   checks.aligned(a.compressed_kv.desc, "compressed_kv", 16);
   checks.same_device(a.compressed_kv.desc, "compressed_kv", state);

@@ -81,9 +81,11 @@ C128StoreKey C128StoreKernel::dispatch(const C128StoreDescriptors& d) const {
   C128StoreKey key;
   key.head_size = static_cast<int>(d.rms_norm_weight.size(0));
   key.rope_head_dim = static_cast<int>(d.cos_sin_cache.ndim == 2 ? d.cos_sin_cache.size(1) : 0);
+  checks.fits_int32(d.k_cache.size(1), "k_cache", "the block size (shape[1])");
   key.kv_cache_block_size = static_cast<int>(std::max<std::int64_t>(1, d.k_cache.size(1)));
-  key.kv_block_stride = d.k_cache.size(0) > 1 ? d.k_cache.stride(0)
-                                              : (key.kv_cache_block_size * 584 + 575) / 576 * 576;
+  key.kv_block_stride = d.k_cache.size(0) > 1
+                            ? d.k_cache.stride(0)
+                            : (std::int64_t{key.kv_cache_block_size} * 584 + 575) / 576 * 576;
   key.norm_weight_dtype = d.rms_norm_weight.dtype;
   return key;
 }
@@ -93,7 +95,7 @@ Program C128StoreKernel::program(const C128StoreKey& key) const {
                   key.quant_block == 64 && key.token_stride == 576 && key.scale_dim == 8 &&
                   key.compress_ratio == 128 && norm_dtype_ok(key.norm_weight_dtype) &&
                   key.kv_cache_block_size >= 1 &&
-                  key.kv_block_stride >= key.kv_cache_block_size * 584 &&
+                  key.kv_block_stride >= std::int64_t{key.kv_cache_block_size} * 584 &&
                   key.kv_block_stride % 16 == 0;
   if (!ok) {
     throw InvalidArgument(name(), "key",
@@ -118,12 +120,13 @@ LaunchSpec<C128StoreKey> C128StoreKernel::plan(const C128StoreArgs& a) const {
   checks.innermost_contiguous(cache, "k_cache");
   checks.aligned(cache, "k_cache", 16);
   checks.positive(cache.size(1), "k_cache.shape[1] (block size)");
+  check_ds_mla_pages(checks, cache, 16);
   checks.same_device(cache, "k_cache", a.compressed_kv.desc);
   LaunchSpec<C128StoreKey> spec;
   spec.key = dispatch(a.descriptors());
   spec.device = a.compressed_kv.desc.device.ordinal;
   if (spec.key.kv_block_stride % 16 != 0 ||
-      spec.key.kv_block_stride < spec.key.kv_cache_block_size * 584) {
+      spec.key.kv_block_stride < std::int64_t{spec.key.kv_cache_block_size} * 584) {
     checks.fail("k_cache",
                 "page stride must be a multiple of 16 bytes and hold B * 584 bytes, got " +
                     to_string(cache));

@@ -142,11 +142,7 @@ LaunchSpec<C4StoreKey> C4StoreKernel::plan(const C4StoreArgs& a) const {
   checks.innermost_contiguous(cache, "k_cache");
   checks.aligned(cache, "k_cache", 16);
   checks.positive(cache.size(1), "k_cache.shape[1] (block size)");
-  if (cache.size(0) > 1 && (cache.stride(0) % 16 != 0 || cache.stride(0) < cache.size(1) * 584)) {
-    checks.fail("k_cache",
-                "page stride must be a multiple of 16 bytes and hold B * 584 bytes, got " +
-                    to_string(cache));
-  }
+  check_ds_mla_pages(checks, cache, 16);
   checks.same_device(cache, "k_cache", a.state_cache.desc);
   LaunchSpec<C4StoreKey> spec;
   spec.key = dispatch(a.descriptors());

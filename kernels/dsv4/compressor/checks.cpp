@@ -43,6 +43,7 @@ bool check_full_cache(std::string_view kernel, const TensorDesc& cache,
   checks.aligned(cache, "k_cache", 16);
   checks.stride_bytes_multiple(cache, "k_cache", 0, 16);
   checks.stride_bytes_multiple(cache, "k_cache", 1, 16);
+  checks.distinct_elements(cache, "k_cache");
   checks.same_device(cache, "k_cache", first);
   const bool fp8 = cache.dtype == DType::e4m3;
   if (fp8) {

@@ -9,6 +9,7 @@ namespace params = zj::dsv4;
 DcpPackKey DcpPackKernel::dispatch(const DcpPackDescriptors& d) const {
   const ArgumentChecks checks = this->checks();
   checks.tensor(d.topk_indices, "topk_indices", {DType::i32}, 2);
+  checks.fits_int32(d.topk_indices.size(1), "topk_indices", "top-k (shape[1])");
   DcpPackKey key{static_cast<int>(d.topk_indices.size(1)), d.row_starts.has_value(),
                  d.dcp_world_size, d.cp_interleave};
   if (key.topk != 512 && key.topk != 1024 && key.topk != 2048) {
@@ -52,6 +53,7 @@ LaunchSpecWithOutputs<DcpPackKey, TensorRef> DcpPackKernel::plan(const DcpPackAr
   checks.size(a.packed.desc, "packed", 0, rows);
   checks.size(a.packed.desc, "packed", 1, key.topk);
   checks.size(a.packed.desc, "packed", 2, 2);
+  checks.distinct_elements(a.packed.desc, "packed");
   checks.same_device(a.packed.desc, "packed", logits);
 
   params::DcpPackParams p{};

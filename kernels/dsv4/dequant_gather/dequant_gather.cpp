@@ -10,6 +10,7 @@ DequantGatherKey DequantGatherKernel::dispatch(const DequantGatherDescriptors& d
   const ArgumentChecks checks = this->checks();
   checks.tensor(d.k_cache, "k_cache", {DType::u8}, 3);
   checks.positive(d.k_cache.size(1), "k_cache.shape[1] (block size)");
+  checks.fits_int32(d.k_cache.size(1), "k_cache", "the block size (shape[1])");
   return DequantGatherKey{static_cast<int>(d.k_cache.size(1)), d.gather_lens.has_value()};
 }
 
@@ -32,7 +33,11 @@ LaunchSpec<DequantGatherKey> DequantGatherKernel::plan(const DequantGatherArgs& 
   checks.aligned(out, "out", 16);
   checks.stride_bytes_multiple(out, "out", 0, 16);
   checks.stride_bytes_multiple(out, "out", 1, 16);
+  checks.distinct_elements(out, "out");
   const std::int64_t num_reqs = out.size(0);
+  // grid.x is the request count.
+  if (num_reqs > INT32_MAX)
+    checks.fail("out", "holds more than 2^31 - 1 requests: " + to_string(out));
   const std::int64_t rows = out.size(1);
 
   const TensorDesc& cache = a.k_cache.desc;
@@ -40,11 +45,7 @@ LaunchSpec<DequantGatherKey> DequantGatherKernel::plan(const DequantGatherArgs& 
               params::kDequantGatherTokenBytes + params::kDequantGatherScaleBytes);
   checks.innermost_contiguous(cache, "k_cache");
   checks.aligned(cache, "k_cache", 32);
-  const std::int64_t page_stride = cache.stride(0);
-  if (cache.size(0) > 1 && (page_stride % 32 != 0 || page_stride < key.block_size * 584)) {
-    checks.fail("k_cache", "page stride (stride(0)) must be a multiple of 32 bytes and at least " +
-                               std::to_string(key.block_size * 584) + ", got " + to_string(cache));
-  }
+  check_ds_mla_pages(checks, cache, 32);
   checks.same_device(cache, "k_cache", out);
 
   checks.tensor(a.seq_lens.desc, "seq_lens", {DType::i32}, 1);
@@ -72,7 +73,7 @@ LaunchSpec<DequantGatherKey> DequantGatherKernel::plan(const DequantGatherArgs& 
   p.out_row_stride = out.stride(1);
   p.num_rows_out = rows;
   p.k_cache = a.k_cache.as<const unsigned char>();
-  p.page_stride_bytes = page_stride;
+  p.page_stride_bytes = cache.stride(0);
   p.seq_lens = a.seq_lens.as<const int>();
   p.gather_lens = a.gather_lens ? a.gather_lens->as<const int>() : nullptr;
   p.block_table = a.block_table.as<const int>();

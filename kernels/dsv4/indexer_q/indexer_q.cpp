@@ -101,6 +101,9 @@ IndexerQKey indexer_q_dispatch(const ArgumentChecks& checks, const IndexerQDescr
                                bool mxfp4) {
   checks.tensor(d.q, "q", {DType::bf16}, 3);
   checks.tensor(d.cos_sin_cache, "cos_sin_cache", {DType::f32, DType::bf16}, 2);
+  checks.fits_int32(d.q.size(1), "q", "the head count (shape[1])");
+  checks.fits_int32(d.q.size(2), "q", "the head dim (shape[2])");
+  checks.fits_int32(d.cos_sin_cache.size(1), "cos_sin_cache", "the rope dim (shape[1])");
   IndexerQKey key;
   key.num_heads = static_cast<int>(d.q.size(1));
   key.head_dim = static_cast<int>(d.q.size(2));

@@ -198,6 +198,10 @@ TEST_F(Dsv4Arguments, C4DsMlaStore) {
        [](A& a) { a.k_cache = with_stride(a.k_cache, 0, 64 * 584 - 16); },
        "k_cache",
        {"page stride", "B * 584"}},
+      {"k_cache rows overlap (row stride 16)",
+       [](A& a) { a.k_cache = with_stride(a.k_cache, 1, 16); },
+       "k_cache",
+       {"row stride", "at least 584"}},
       {"k_cache has block size 0",
        [](A& a) {
          a.k_cache = strided(7, DType::u8, {16, 0, 584}, {37440, 584, 1});

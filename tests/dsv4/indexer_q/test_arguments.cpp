@@ -121,6 +121,14 @@ std::vector<Mutation<Call>> indexer_input_mutations() {
        },
        "weights",
        {"size of dim 0 must be 16"}},
+      {"weights is misaligned for its bf16 elements",
+       [](Call& c) { c.in.weights = misaligned(c.in.weights, 1); },
+       "weights",
+       {"aligned to its 2-byte elements"}},
+      {"positions is misaligned for its int64 elements",
+       [](Call& c) { c.in.positions = misaligned(c.in.positions, 4); },
+       "positions",
+       {"aligned to its 8-byte elements"}},
       {"weights is transposed",
        [](Call& c) {
          c.in.weights = strided(3, DType::bf16, {kTokens, 64}, {1, kTokens});

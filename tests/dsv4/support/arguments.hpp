@@ -193,6 +193,16 @@ std::vector<Mutation<A>> full_cache_mutations(int k_cache_tensor, int scale_tens
        [](A& a) { a.k_cache = with_stride(a.k_cache, 2, 2); },
        "k_cache",
        {kInnermost}},
+      {"k_cache rows overlap",
+       [=](A& a) {
+         a.k_cache = strided(k_cache_tensor, a.k_cache.desc.dtype, {16, 64, 512}, {32768, 16, 1});
+       },
+       "k_cache",
+       {"overlap"}},
+      {"k_cache pages are one page (stride 0)",
+       [](A& a) { a.k_cache = with_stride(a.k_cache, 0, 0); },
+       "k_cache",
+       {"overlap"}},
       {"k_cache base is 8-byte aligned",
        [](A& a) { a.k_cache = misaligned(a.k_cache, 8); },
        "k_cache",
