@@ -2,6 +2,9 @@
 // accept them), one size grammar for options and environment, `cache ls` columns that stay
 // aligned, and the JSON envelope of the cache commands. Spawned as a user runs it.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
 
 #include <filesystem>
 #include <fstream>
@@ -147,6 +150,45 @@ TEST_F(ZerojitToolCache, CacheLsColumnsStayAlignedWithLongKeysAndPaths) {
   }
   EXPECT_EQ(rows, 9u) << r.out;  // the default manifest
   EXPECT_GT(longest_key, 100u) << "the keys were meant to be long:\n" << r.out;
+}
+
+TEST_F(ZerojitToolCache, APackHoldsWhatALayerServedAndAnUnwritableOneFailsBeforeCompiling) {
+  // Keys a --layer serves are copied into the pack, which must hold its manifest by itself.
+  TempDir layer, pack, other;
+  const auto env = environment_for(home_, other.str());
+  ASSERT_EQ(run_tool({"warmup", "--examples", "--compile-only", "--cache-dir", layer.str()}, env)
+                .exit_code,
+            0);
+  const Result layered = run_tool(
+      {"warmup", "--examples", "--compile-only", "--layer", layer.str(), "--cache-dir", pack.str()},
+      env);
+  EXPECT_EQ(layered.exit_code, 0) << describe(layered);
+  const json verified = result_of(
+      run_tool({"cache", "verify", "--cache-dir", pack.str(), "--json"}, env), "cache verify");
+  EXPECT_EQ(verified.at("valid"), 5);
+
+  // A --cache-dir that is a file cannot hold a pack: said before anything compiles (exit 5).
+  const fs::path file = other.path() / "a-file";
+  std::ofstream(file) << "not a directory";
+  const Result refused =
+      run_tool({"warmup", "--examples", "--compile-only", "--cache-dir", file.string()}, env);
+  EXPECT_EQ(refused.exit_code, 5) << describe(refused);
+  EXPECT_NE(refused.err.find("no pack can be written to " + file.string()), std::string::npos)
+      << describe(refused);
+  EXPECT_EQ(refused.err.find("[1/"), std::string::npos)
+      << "a key was compiled first: " << describe(refused);
+  EXPECT_EQ(refused.err.find("ALLOW_SHARED"), std::string::npos) << describe(refused);
+}
+
+TEST_F(ZerojitToolCache, AReportThatCannotBeWrittenIsAFailure) {
+  // Standard output on a full device: the JSON is lost, so the exit code must not be 0.
+  const std::string tool = std::getenv("ZEROJIT_TOOL") != nullptr && *std::getenv("ZEROJIT_TOOL")
+                               ? std::getenv("ZEROJIT_TOOL")
+                               : ZEROJIT_TOOL_PATH;
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full on this system";
+  const int status = std::system(("'" + tool + "' keys --json > /dev/full 2>/dev/null").c_str());
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 5);
 }
 
 TEST_F(ZerojitToolCache, CacheCommandsPrintTheEnvelope) {

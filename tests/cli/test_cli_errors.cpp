@@ -72,6 +72,12 @@ TEST_F(ZerojitToolErrors, EveryUsageErrorNamesTheProblemAndWhatToDoAlsoAsJson) {
       {{"warmpu"}, "zerojit", "unknown command \"warmpu\""},
       {{"cache", "lss"}, "cache", "unknown cache command \"lss\""},
       {{}, "zerojit", "no command given"},
+      {{"keys", "--json=true"}, "keys", "--json takes no value"},
+      {{"cache", "verify", "--cache-dir", "/nonexistent/zerojit-no-pack"},
+       "cache verify",
+       "there is no cache at /nonexistent/zerojit-no-pack"},
+      // Without a GPU the run falls back to dispatch, but devices named must still exist.
+      {{"run", "--devices", "1000", "--steps", "5"}, "run", "device 1000 does not exist"},
   };
   for (const UsageCase& c : cases) {
     std::string line;

@@ -172,7 +172,11 @@ int run_verify(const CacheCommand& command) {
   const auto cache = open_cache(command);
   const CacheVerifyReport report = cache ? cache->verify(command.set_aside) : CacheVerifyReport{};
   std::optional<ToolError> failure;
-  if (!report.ok()) {
+  if (!cache && !command.cache_dir.empty()) {
+    // A mistyped pack path must not pass as a pack with no bad entries.
+    failure = ToolError{kExitUsage, "there is no cache at " + command.cache_dir + " to verify",
+                        "check the path (`zerojit cache ls --cache-dir DIR` lists a cache)"};
+  } else if (!report.ok()) {
     failure = ToolError{kExitCacheBadEntries,
                         std::to_string(report.bad.size()) + " of " +
                             std::to_string(report.checked) + " cache entries are bad",
@@ -185,9 +189,11 @@ int run_verify(const CacheCommand& command) {
   }
   if (command.json) {
     json result = parse_library_json(report.to_json());
+    result["root"] = root_of(command);
+    result["exists"] = cache != nullptr;
     print_json(failure ? failure_document(cache_command_name(command.action), *failure, result)
                        : success_document(cache_command_name(command.action), result));
-  } else {
+  } else if (cache) {
     for (const CacheEntryInfo& entry : report.bad) {
       std::printf("BAD %s (%s): %s\n", entry.path.c_str(),
                   std::string(to_string(entry.problem)).c_str(), entry.detail.c_str());
@@ -201,6 +207,8 @@ int run_verify(const CacheCommand& command) {
       std::printf("%zu entries held locked by other processes were not checked\n",
                   report.busy.size());
     }
+  } else if (!failure) {
+    std::printf("no cache at %s\n", root_of(command).c_str());  // the default root: none yet
   }
   if (failure) print_error(failure->message, failure->hint);
   return failure ? failure->exit_code : kExitOk;

@@ -400,6 +400,15 @@ CommandLine parse_command_line(const std::vector<std::string>& arguments,
     line.error = std::move(error);
     return line;
   }
+  for (const std::string& argument : arguments) {
+    if (argument == "--") break;
+    // The pre-scan above decides the output format before parsing: a value would be ignored.
+    if (argument.starts_with("--json=")) {
+      line.error = option_error(line.name, "--json takes no value, got \"" + argument + "\"",
+                                "write --json alone");
+      return line;
+    }
+  }
 
   CLI::App app{options.description.empty()
                    ? tool +

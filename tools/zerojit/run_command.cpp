@@ -74,6 +74,9 @@ int run_run(const RunCommand& command) {
   if (command.dispatch_only) {
     why = "--dispatch-only";
   } else if (cuda::device_count() == 0) {
+    // Devices asked for by number must exist, as for warmup: a run that falls back to dispatch
+    // would otherwise say ok for devices it never touched.
+    (void)selected_devices(command.devices);
     why = "no GPU: " + (cuda::driver_available() ? std::string("the driver reports no device")
                                                  : cuda::driver_unavailable_reason());
   } else {

@@ -65,10 +65,8 @@ int execute(CommandLine& line) {
   return kExitUsage;
 }
 
-}  // namespace
-
-int run_cli(int argc, char** argv, std::span<const Family> families, const ToolOptions& options) {
-  set_program_name(options.program.empty() ? "zerojit" : options.program);
+int run_command_line(int argc, char** argv, std::span<const Family> families,
+                     const ToolOptions& options) {
   CommandLine line;
   if (families.empty()) {
     return report({kExitFailure, "this tool was built without a kernel family",
@@ -109,6 +107,21 @@ int run_cli(int argc, char** argv, std::span<const Family> families, const ToolO
                    "if this looks like a bug, report it with the command line that caused it"},
                   line);
   }
+}
+
+}  // namespace
+
+int run_cli(int argc, char** argv, std::span<const Family> families, const ToolOptions& options) {
+  set_program_name(options.program.empty() ? "zerojit" : options.program);
+  const int code = run_command_line(argc, argv, families, options);
+  // A report that could not be written (a full disk under a redirect, a closed pipe) is work
+  // not done: never exit 0 for it.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0) {
+    std::fprintf(stderr, "%s: error: cannot write standard output; the report is lost\n",
+                 program_name().c_str());
+    return code == kExitOk ? kExitFailure : code;
+  }
+  return code;
 }
 
 }  // namespace zerojit::tool

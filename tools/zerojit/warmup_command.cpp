@@ -37,7 +37,15 @@ std::optional<ToolError> incomplete_pack(const Manifest& manifest, const std::st
   std::string listed;
   for (const ManifestEntry& entry : manifest.entries) {
     const ProgramIdentity identity = compute_identity(entry.program(), arch, nvrtc);
-    const std::optional<CacheEntryInfo> found = cache->root_entry(identity);
+    std::optional<CacheEntryInfo> found = cache->root_entry(identity);
+    if (!found) {
+      // Served by a read-only layer (--layer, ZEROJIT_CACHE_READONLY_DIRS): the pack gets a
+      // copy, so that it holds its whole manifest by itself.
+      if (const std::optional<CompiledArtifact> layered = cache->find(identity)) {
+        cache->publish(*layered);
+        found = cache->root_entry(identity);
+      }
+    }
     if (found && !found->busy && found->problem == EntryProblem::none) continue;
     const std::string why = !found ? "missing"
                             : found->busy
@@ -121,10 +129,16 @@ int run_warmup(const WarmupCommand& command) {
   }
   // A space the kernels reject is a usage error.
   const Manifest manifest = checked_manifest(selection.registry);
-  const WarmupReport report = selection.registry.warmup(options);
-
   std::string not_kept;
   const bool kept = cache_is_writable(not_kept);
+  if (command.compile_only && !command.cache.cache_dir.empty() && !kept) {
+    // Said before anything compiles: a pack nobody can write would be compiled for nothing.
+    throw ToolError{kExitFailure,
+                    "no pack can be written to " + command.cache.cache_dir + ": " + not_kept,
+                    "pass --cache-dir a directory this user can create and write (nothing was "
+                    "compiled)"};
+  }
+  const WarmupReport report = selection.registry.warmup(options);
   std::optional<ToolError> failure = failing_for_want_of_nvrtc(report);
   if (failure) {
     // Said once (the progress lines already named each key).
@@ -135,11 +149,6 @@ int run_warmup(const WarmupCommand& command) {
                         "read the NVRTC log above; check that the CUDA toolkit is found "
                         "(CUDA_HOME) and that --arch names an architecture this NVRTC "
                         "supports; the other keys were compiled and cached"};
-  } else if (command.compile_only && !command.cache.cache_dir.empty() && !kept) {
-    failure =
-        ToolError{kExitUsage, "no pack was written to " + command.cache.cache_dir + ": " + not_kept,
-                  "choose a directory you own that others cannot write (or set "
-                  "ZEROJIT_CACHE_ALLOW_SHARED=1 if the sharing is intended)"};
   }
   json pack_missing = json::array();
   if (!failure && command.compile_only && !command.cache.cache_dir.empty()) {
