@@ -180,6 +180,21 @@ TEST_F(ZerojitToolCache, APackHoldsWhatALayerServedAndAnUnwritableOneFailsBefore
   EXPECT_EQ(refused.err.find("ALLOW_SHARED"), std::string::npos) << describe(refused);
 }
 
+TEST_F(ZerojitToolCache, KernelsThatCouldNotBeKeptAreCountedInTheReport) {
+  // Not a pack (no --cache-dir): warmup succeeds from memory, but says what the disk lost.
+  TempDir cache;
+  auto env = environment_for(home_, cache.str());
+  env["ZEROJIT_CACHE_MAX_BYTES"] = "1K";  // smaller than any entry
+  const json result =
+      result_of(run_tool({"warmup", "--examples", "--compile-only", "--json"}, env), "warmup");
+  EXPECT_EQ(result.at("disk_cache").at("write_failures"), 5) << result.dump();
+  EXPECT_EQ(result.at("disk_cache").at("published"), 0) << result.dump();
+  const Result text = run_tool({"warmup", "--examples", "--compile-only"}, env);
+  EXPECT_EQ(text.exit_code, 0) << describe(text);
+  EXPECT_NE(text.out.find("5 compiled kernels could not be kept on disk"), std::string::npos)
+      << describe(text);
+}
+
 TEST_F(ZerojitToolCache, AReportThatCannotBeWrittenIsAFailure) {
   // Standard output on a full device: the JSON is lost, so the exit code must not be 0.
   const std::string tool = std::getenv("ZEROJIT_TOOL") != nullptr && *std::getenv("ZEROJIT_TOOL")

@@ -146,9 +146,12 @@ int run_warmup(const WarmupCommand& command) {
     failure = ToolError{kExitCompileFailure,
                         std::to_string(report.failed()) + " of " +
                             std::to_string(report.total_keys()) + " keys failed to compile",
-                        "read the NVRTC log above; check that the CUDA toolkit is found "
-                        "(CUDA_HOME) and that --arch names an architecture this NVRTC "
-                        "supports; the other keys were compiled and cached"};
+                        std::string("read the NVRTC log above; check that the CUDA toolkit is "
+                                    "found (CUDA_HOME) and that --arch names an architecture "
+                                    "this NVRTC supports") +
+                            (report.failed() < report.total_keys()
+                                 ? "; the other keys were compiled and cached"
+                                 : "; no key compiled, which points at --arch or the toolkit")};
   }
   json pack_missing = json::array();
   if (!failure && command.compile_only && !command.cache.cache_dir.empty()) {
@@ -168,6 +171,13 @@ int run_warmup(const WarmupCommand& command) {
     result["configuration"] = parse_library_json(selection.configuration.json);
     result["cache"] = describe_cache();
     result["cache_writable"] = kept;
+    if (const DiskCache* disk = installed_disk_cache()) {
+      // What was compiled but could not be kept: warned once on standard error, counted here.
+      const DiskCacheCounters counters = disk->counters();
+      result["disk_cache"] = {{"published", counters.published},
+                              {"write_failures", counters.write_failures},
+                              {"not_saved", counters.not_saved}};
+    }
     result["compile_only"] = command.compile_only;
     if (!pack_missing.empty()) result["pack_missing"] = pack_missing;
     if (const RemoteCache* remote = installed_remote_cache()) {
@@ -219,6 +229,17 @@ int run_warmup(const WarmupCommand& command) {
         static_cast<unsigned long long>(c.timeouts), static_cast<unsigned long long>(c.lock_waits),
         static_cast<unsigned long long>(c.lock_wait_timeouts),
         static_cast<unsigned long long>(c.backoffs));
+  }
+  if (const DiskCache* disk = installed_disk_cache()) {
+    const DiskCacheCounters counters = disk->counters();
+    const std::uint64_t lost = counters.write_failures + counters.not_saved;
+    if (lost > 0) {
+      std::printf(
+          "\n%s %llu compiled kernel%s could not be kept on disk (the cache warning above "
+          "says why); other processes will compile %s again\n",
+          out.dim("disk cache:").c_str(), static_cast<unsigned long long>(lost),
+          lost == 1 ? "" : "s", lost == 1 ? "it" : "them");
+    }
   }
   std::printf("\n");
   std::string archs;
