@@ -129,8 +129,8 @@ double FastCall::number(PyObject* object, std::string_view argument) const {
 std::optional<bool> FastCall::optional_flag(PyObject* object, std::string_view argument) const {
   if (object == Py_None) return std::nullopt;
   // A bool (or numpy's), as the reference path takes it: a truthy "False" must not read as True.
-  const std::string_view type = Py_TYPE(object)->tp_name;
   if (PyBool_Check(object)) return object == Py_True;
+  const std::string_view type = Py_TYPE(object)->tp_name;
   if (type != "numpy.bool" && type != "numpy.bool_") {
     fail(argument, "must be True, False or None, got " + type_name(object));
   }

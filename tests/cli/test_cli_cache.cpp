@@ -197,9 +197,7 @@ TEST_F(ZerojitToolCache, KernelsThatCouldNotBeKeptAreCountedInTheReport) {
 
 TEST_F(ZerojitToolCache, AReportThatCannotBeWrittenIsAFailure) {
   // Standard output on a full device: the JSON is lost, so the exit code must not be 0.
-  const std::string tool = std::getenv("ZEROJIT_TOOL") != nullptr && *std::getenv("ZEROJIT_TOOL")
-                               ? std::getenv("ZEROJIT_TOOL")
-                               : ZEROJIT_TOOL_PATH;
+  const std::string tool = zerojit::testing::tool_path();
   if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full on this system";
   const int status = std::system(("'" + tool + "' keys --json > /dev/full 2>/dev/null").c_str());
   ASSERT_TRUE(WIFEXITED(status)) << status;

@@ -30,6 +30,13 @@ struct Result {
 // value unsets the variable), collecting both output streams. With `stderr_on_terminal`, the
 // tool's standard error is a pseudo-terminal, as when a user runs it in a shell (what it
 // draws there, e.g. the progress bar, is collected all the same).
+// The tool under test: $ZEROJIT_TOOL overrides the built path, for running the tests from a
+// copied build.
+inline std::string tool_path() {
+  const char* tool_override = std::getenv("ZEROJIT_TOOL");
+  return tool_override != nullptr && *tool_override ? tool_override : ZEROJIT_TOOL_PATH;
+}
+
 inline Result run_tool(const std::vector<std::string>& arguments,
                        const std::map<std::string, std::string>& environment = {},
                        bool stderr_on_terminal = false) {
@@ -45,10 +52,7 @@ inline Result run_tool(const std::vector<std::string>& arguments,
   std::vector<char*> env;
   for (auto& entry : env_strings) env.push_back(entry.data());
   env.push_back(nullptr);
-  // $ZEROJIT_TOOL overrides the built path, for running the tests from a copied build.
-  const char* tool_override = std::getenv("ZEROJIT_TOOL");
-  std::vector<std::string> argv_strings = {tool_override && *tool_override ? tool_override
-                                                                           : ZEROJIT_TOOL_PATH};
+  std::vector<std::string> argv_strings = {tool_path()};
   argv_strings.insert(argv_strings.end(), arguments.begin(), arguments.end());
   std::vector<char*> argv;
   for (auto& argument : argv_strings) argv.push_back(argument.data());
