@@ -8,8 +8,9 @@
 //   zerojit_bench_kernels --dry-run [--kernels LIST] [--sizes LIST] [--compile-arch ARCH]
 //
 // A dry run needs no GPU: it builds every case in host memory, checks its arguments with the
-// kernel's plan, compiles the planned keys (sm_90a by default) and the timing spin with NVRTC,
-// runs the CPU reference on the first input set and applies the write check below to it.
+// kernel's plan, compiles the planned keys (sm_90a by default), the timing spin and the same-size
+// copy kernel with NVRTC, runs the CPU reference on the first input set and applies the write check
+// below to it.
 //
 // Sizes: `small` is a decode step (a few dozen tokens), `serving` the default
 // max_num_batched_tokens (8192 tokens), `large` a prefill big enough to move several times the
@@ -37,7 +38,8 @@
 //  * The copy roofline is cuMemcpyDtoDAsync of 1 GiB (bytes read + written), timed the same
 //    way at the start and at the end of the run; the faster of the two is the roofline.
 //  * With graph timing, each case is also set against a copy of its own bytes (half read, half
-//    written, one copy per input set) replayed the same way: `copy_us`, and `size%` = copy_us /
+//    written, one copy per input set, by a plain copy kernel on the SMs: a captured memcpy
+//    becomes a slower copy-engine node) replayed the same way: `copy_us`, and `size%` = copy_us /
 //    graph_us. A single launch of a mid-sized case pays fixed costs the 1 GiB roofline does not
 //    (the graph's start, one launch's ramp-up and tail, the flush's dirty L2 lines written
 //    back), so size% says how far a kernel is from what memory allows at that size.
@@ -150,7 +152,9 @@ int dry_run(const Selection& selection, const std::string& compile_arch) {
       context.compile_arch = compile_arch;
       SpinKernel spin;
       spin.compile(SpinKey{}, compile_arch);
-      std::printf("every planned key and the timing spin are compiled for %s\n",
+      CopyKernel copy;
+      copy.compile(CopyKey{}, compile_arch);
+      std::printf("every planned key, the timing spin and the copy kernel are compiled for %s\n",
                   compile_arch.c_str());
     } else {
       std::printf("no NVRTC (%s): keys not compiled\n", nvrtc_unavailable_reason().c_str());
@@ -228,7 +232,8 @@ int main(int argc, char** argv) {
                "no GPU needed: build the cases in host memory, check each with its kernel's "
                "plan and CPU reference, time nothing");
   app.add_option("--compile-arch", compile_arch,
-                 "dry run: also compile every planned key and the timing spin for this arch "
+                 "dry run: also compile every planned key, the timing spin and the copy kernel for "
+                 "this arch "
                  "with NVRTC (none: do not)");
   std::int64_t grid_x = 0;
   app.add_option("--grid-x", grid_x,

@@ -19,12 +19,13 @@ constexpr std::int64_t kCopyBytes = std::int64_t{1} << 30;
 
 // A copy of a case's own size, timed as its graph is: `sets` copies of bytes / 2 each (read +
 // written = the case's bytes), each between its own buffers as each input set has its own, in
-// one graph replayed after the same L2 flush. Whatever a replay costs beyond the bytes at full
-// bandwidth (the graph's start, the ramp-up and the tail of one launch, the flush's dirty lines
-// written back) the copy pays as well, so the kernel's time over it is the share of the
-// achievable rate at that size; the 1 GiB roofline hides those costs and so undervalues mid
-// sizes.
-Measurement same_size_copy(Timer& timer, std::int64_t bytes, int sets, int repetitions) {
+// one graph replayed after the same L2 flush, by a plain copy kernel (CopyKernel). Whatever a
+// replay costs beyond the bytes at full bandwidth (the graph's start, the ramp-up and the tail
+// of a launch, the flush's dirty lines written back) the copy pays as well, so the kernel's
+// time over it is the share of the rate a memory-bound kernel can reach at that size; the
+// 1 GiB roofline hides those costs and so undervalues mid sizes.
+Measurement same_size_copy(Timer& timer, CopyKernel& copy_kernel, std::int64_t bytes, int sets,
+                           int repetitions) {
   const auto& api = cuda::driver();
   const auto half = static_cast<std::size_t>((bytes / 2 + 255) / 256 * 256);
   const auto count = static_cast<std::size_t>(std::max(1, sets));
@@ -35,9 +36,7 @@ Measurement same_size_copy(Timer& timer, std::int64_t bytes, int sets, int repet
   std::vector<Launch> copies;
   for (std::size_t i = 0; i < count; ++i) {
     copies.push_back([&, offset = i * half](cuda::Stream s) {
-      cuda::check(
-          api.cuMemcpyDtoDAsync(destination.address() + offset, source.address() + offset, half, s),
-          "cuMemcpyDtoDAsync (same-size copy)");
+      copy_kernel(destination.address() + offset, source.address() + offset, half, s);
     });
   }
   return timer.measure_graph(copies, repetitions);
@@ -67,6 +66,7 @@ int run(const std::string& json_path, const Selection& selection, int repetition
               repetitions);
   std::fflush(stdout);
 
+  CopyKernel copy_kernel;
   Timer timer(stream, clock_khz > 0 ? clock_khz : 2'000'000, context.l2_bytes);
   const bool eager = timing != Timing::graph;
   const bool graph = timing != Timing::eager;
@@ -119,7 +119,9 @@ int run(const std::string& json_path, const Selection& selection, int repetition
         std::fflush(stdout);
         c.sets.clear();
         c.launches.clear();
-        if (graph) row.graph_copy = same_size_copy(timer, c.bytes, row.sets, repetitions);
+        if (graph) {
+          row.graph_copy = same_size_copy(timer, copy_kernel, c.bytes, row.sets, repetitions);
+        }
         row.c = std::move(c);
       } catch (const std::exception& error) {
         // A failed driver call may leave the context unusable: the cases after it are
@@ -136,6 +138,11 @@ int run(const std::string& json_path, const Selection& selection, int repetition
     }
   }
   const Measurement copy_after = device_failed ? copy_before : timer.measure(copy, repetitions);
+  // The same-size copies' kernel on the roofline's bytes: how near the yardstick gets to the
+  // roofline when size costs nothing.
+  const Measurement kernel_copy =
+      device_failed || !graph ? Measurement{}
+                              : same_size_copy(timer, copy_kernel, copy_bytes, 1, repetitions);
   const double copy_gbps = std::max(gigabytes_per_second(copy_bytes, copy_before.median_us),
                                     gigabytes_per_second(copy_bytes, copy_after.median_us));
 
@@ -148,7 +155,8 @@ int run(const std::string& json_path, const Selection& selection, int repetition
                   {"median_us_start", copy_before.median_us},
                   {"median_us_end", copy_after.median_us},
                   {"gbps_start", gigabytes_per_second(copy_bytes, copy_before.median_us)},
-                  {"gbps_end", gigabytes_per_second(copy_bytes, copy_after.median_us)}};
+                  {"gbps_end", gigabytes_per_second(copy_bytes, copy_after.median_us)},
+                  {"copy_kernel_graph_us", kernel_copy.median_us}};
   json["copy_gbps"] = copy_gbps;
   json["records"] = nlohmann::ordered_json::array();
 
@@ -210,6 +218,10 @@ int run(const std::string& json_path, const Selection& selection, int repetition
               "-", static_cast<double>(copy_bytes) / 1e6, 1, copy_after.median_us,
               copy_after.min_us, gigabytes_per_second(copy_bytes, copy_after.median_us));
   std::printf("copy roofline: %.1f GB/s (the faster of the two copies)\n", copy_gbps);
+  if (kernel_copy.repetitions > 0) {
+    std::printf("copy kernel (the copy_us yardstick), 1 GiB, graph replay: %.2f us, %.1f GB/s\n",
+                kernel_copy.median_us, gigabytes_per_second(copy_bytes, kernel_copy.median_us));
+  }
   std::printf("\nbytes moved (each input read once, each output written once):\n");
   std::set<std::string> printed;
   for (const Row& row : rows) {

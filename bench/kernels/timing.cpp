@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <span>
+#include <string>
 #include <string_view>
 
 namespace zerojit::bench {
@@ -28,6 +29,40 @@ const EmbeddedFileSet& spin_files() {
   return files;
 }
 
+constexpr std::string_view kCopySource =
+    R"(// Copies 16-byte vectors: each thread loads VECTORS of them (a block's worth apart, so
+// each load instruction is coalesced across the warp) before it stores any, so that enough
+// loads are in flight to cover DRAM latency. One pass, no grid-stride loop: the grid covers
+// the copy, as a memory-bound kernel's grid covers its rows.
+namespace zj::bench {
+template <int VECTORS>
+__global__ void copy_kernel(uint4* __restrict__ destination, const uint4* __restrict__ source,
+                            unsigned long long vectors) {
+  const unsigned long long first =
+      static_cast<unsigned long long>(blockIdx.x) * blockDim.x * VECTORS + threadIdx.x;
+  uint4 values[VECTORS];
+#pragma unroll
+  for (int i = 0; i < VECTORS; ++i) {
+    const unsigned long long index = first + static_cast<unsigned long long>(i) * blockDim.x;
+    if (index < vectors) values[i] = source[index];
+  }
+#pragma unroll
+  for (int i = 0; i < VECTORS; ++i) {
+    const unsigned long long index = first + static_cast<unsigned long long>(i) * blockDim.x;
+    if (index < vectors) destination[index] = values[i];
+  }
+}
+}  // namespace zj::bench
+)";
+constexpr EmbeddedFile kCopyFiles[] = {{"bench/copy.cu", kCopySource}};
+
+const EmbeddedFileSet& copy_files() {
+  static const EmbeddedFileSet files{std::span<const EmbeddedFile>(kCopyFiles)};
+  return files;
+}
+
+constexpr unsigned kCopyThreads = 256;
+
 }  // namespace
 
 SpinKernel::SpinKernel() : JitKernel("bench.spin", spin_files()) {}
@@ -42,6 +77,30 @@ void SpinKernel::operator()(long long cycles, cuda::Stream stream) {
   spec.key = dispatch(descriptors);
   spec.geometry.block.x = 1;
   spec.args.push(cycles);
+  launch(spec, LaunchTarget{0, stream}, &descriptors);
+}
+
+CopyKernel::CopyKernel() : JitKernel("bench.copy", copy_files()) {}
+
+Program CopyKernel::program(const CopyKey& key) const {
+  return make_program(key, "bench/copy.cu",
+                      "zj::bench::copy_kernel<" + std::to_string(key.vectors_per_thread) + ">");
+}
+
+void CopyKernel::operator()(cuda::DevicePtr destination, cuda::DevicePtr source, std::size_t bytes,
+                            cuda::Stream stream) {
+  const CopyDescriptors descriptors{};
+  LaunchSpec<CopyKey> spec;
+  spec.key = dispatch(descriptors);
+  const auto vectors = static_cast<unsigned long long>(bytes / 16);
+  const unsigned long long per_block =
+      kCopyThreads * static_cast<unsigned>(spec.key.vectors_per_thread);
+  spec.geometry.block.x = kCopyThreads;
+  spec.geometry.grid.x =
+      static_cast<unsigned>(std::max(1ULL, (vectors + per_block - 1) / per_block));
+  spec.args.push(destination);
+  spec.args.push(source);
+  spec.args.push(vectors);
   launch(spec, LaunchTarget{0, stream}, &descriptors);
 }
 

@@ -35,6 +35,36 @@ class SpinKernel final : public JitKernel<SpinKernel, SpinKey, SpinDescriptors> 
   void operator()(long long cycles, cuda::Stream stream);
 };
 
+struct CopyKey {
+  int vectors_per_thread = 4;  // 16-byte loads each thread has in flight before it stores
+  static constexpr auto fields() {
+    return std::tuple{field("vectors_per_thread", &CopyKey::vectors_per_thread)};
+  }
+  auto operator<=>(const CopyKey&) const = default;
+};
+
+struct CopyDescriptors {
+  int vectors_per_thread = 4;
+  static constexpr auto fields() {
+    return std::tuple{field("vectors_per_thread", &CopyDescriptors::vectors_per_thread)};
+  }
+};
+
+// A plain streaming copy on the SMs: the yardstick a memory-bound kernel of the same bytes is
+// held to. (A cuMemcpyDtoDAsync captured in a graph becomes a copy-engine node, which moves
+// the same bytes 30-50 % slower than a kernel does, so it cannot serve as that yardstick.)
+class CopyKernel final : public JitKernel<CopyKernel, CopyKey, CopyDescriptors> {
+ public:
+  CopyKernel();
+  CopyKey dispatch(const CopyDescriptors& descriptors) const override {
+    return CopyKey{descriptors.vectors_per_thread};
+  }
+  Program program(const CopyKey& key) const override;
+  // Copies `bytes` (a multiple of 16, both addresses 16-byte aligned).
+  void operator()(cuda::DevicePtr destination, cuda::DevicePtr source, std::size_t bytes,
+                  cuda::Stream stream);
+};
+
 struct Measurement {
   double median_us = 0.0;
   double min_us = 0.0;
