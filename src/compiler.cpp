@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 
+#include "environment.hpp"
 #include "zerojit/error.hpp"
 
 namespace zerojit {
@@ -110,15 +111,13 @@ bool resolve(void* library, Fn& slot, const char* name, std::string& reason) {
 // ZEROJIT_NVRTC_DISABLE=1: behave as on a host without NVRTC, although one is installed (the
 // loader's cache would find it whatever the environment says). Tests use it to prove that an
 // ahead-of-time pack serves alone.
-bool nvrtc_disabled() {
-  const char* value = env("ZEROJIT_NVRTC_DISABLE");
-  return value != nullptr && std::string_view(value) == "1";
-}
+bool nvrtc_disabled() { return detail::environment_flag("ZEROJIT_NVRTC_DISABLE"); }
 
 NvrtcState load_nvrtc() {
   NvrtcState state;
   if (nvrtc_disabled()) {
-    state.reason = "NVRTC is disabled (ZEROJIT_NVRTC_DISABLE=1)";
+    state.reason = std::string("NVRTC is disabled (ZEROJIT_NVRTC_DISABLE=") +
+                   std::getenv("ZEROJIT_NVRTC_DISABLE") + ")";
     return state;
   }
   if (auto problem = explicit_variable_problem()) {

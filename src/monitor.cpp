@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "environment.hpp"
 #include "json_text.hpp"
 #include "zerojit/error.hpp"
 #include "zerojit/log.hpp"
@@ -50,9 +51,7 @@ Monitor::Monitor() {
                                  " (expected off, warn or error)");
     }
   }
-  if (const char* verbose = std::getenv("ZEROJIT_MONITOR_VERBOSE")) {
-    verbose_.store(std::string_view(verbose) == "1");
-  }
+  verbose_.store(detail::environment_flag("ZEROJIT_MONITOR_VERBOSE"));
 }
 
 void Monitor::on_jit(const JitEvent& event) {

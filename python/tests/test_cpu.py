@@ -8,8 +8,11 @@ Run: PYTHONPATH=<build>/python python3 -m unittest discover -s python/tests -p "
 
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import unittest
+import warnings
 
 # The disk cache of this process: a fresh directory, never the user's.
 _CACHE_ROOT = tempfile.mkdtemp(prefix="zerojit-python-test-")
@@ -67,6 +70,58 @@ class ImportTest(unittest.TestCase):
         self.assertIsInstance(zerojit.driver_available(), bool)
         self.assertIsInstance(zerojit.nvrtc_available(), bool)
         self.assertGreaterEqual(zerojit.device_count(), 0)
+
+
+class EnvironmentFlagTest(unittest.TestCase):
+    """The yes/no variables (ZEROJIT_PYTHON_LOGGING, ZEROJIT_NO_TORCH here; the library's
+    ZEROJIT_NVRTC_DISABLE and others in C++) share one rule; before, ZEROJIT_NO_TORCH=true and
+    ZEROJIT_PYTHON_LOGGING=off were silently taken the other way."""
+
+    def run_python(self, code, **environment):
+        env = dict(os.environ, **environment)
+        return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                              text=True, timeout=120)
+
+    def test_words_and_defaults(self):
+        from zerojit import _environment
+
+        name = "ZEROJIT_TEST_FLAG"
+        try:
+            for value in ("1", "true", "YES", "On"):
+                os.environ[name] = value
+                self.assertIs(_environment.flag(name, False), True, value)
+            for value in ("0", "false", "No", "OFF"):
+                os.environ[name] = value
+                self.assertIs(_environment.flag(name, True), False, value)
+            os.environ[name] = ""
+            self.assertIs(_environment.flag(name, True), True)
+            os.environ[name] = "sure"
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                self.assertIs(_environment.flag(name, False), False)
+            self.assertEqual(len(caught), 1)
+            self.assertIn("ZEROJIT_TEST_FLAG='sure'", str(caught[0].message))
+        finally:
+            os.environ.pop(name, None)
+
+    def test_python_logging_off_leaves_the_library_on_standard_error(self):
+        # A library warning (an unclear ZEROJIT_NVRTC_DISABLE) shows where the library's log
+        # lines go: its own standard-error format without the Python bridge, the "zerojit"
+        # logger with it.
+        code = "import zerojit; zerojit.nvrtc_available()"
+        prefix = "zerojit environment: warning: ignoring ZEROJIT_NVRTC_DISABLE=maybe"
+        for off in ("0", "off", "False"):
+            result = self.run_python(code, ZEROJIT_PYTHON_LOGGING=off,
+                                     ZEROJIT_NVRTC_DISABLE="maybe")
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertIn(prefix, result.stderr, off)
+        bridged = self.run_python(code, ZEROJIT_PYTHON_LOGGING="yes", ZEROJIT_NVRTC_DISABLE="maybe")
+        self.assertEqual(bridged.returncode, 0, bridged.stderr)
+        self.assertNotIn(prefix, bridged.stderr)
+        self.assertIn("ignoring ZEROJIT_NVRTC_DISABLE=maybe", bridged.stderr)
+        unclear = self.run_python("import zerojit", ZEROJIT_PYTHON_LOGGING="nah")
+        self.assertEqual(unclear.returncode, 0, unclear.stderr)
+        self.assertIn("ignoring ZEROJIT_PYTHON_LOGGING='nah'", unclear.stderr)
 
 
 class ConfigTest(unittest.TestCase):

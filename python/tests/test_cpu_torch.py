@@ -140,6 +140,14 @@ class WithoutTorchTest(unittest.TestCase):
             ZEROJIT_NO_TORCH="1")
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertEqual(result.stdout.split(), ["True", "False"])
+        # The library's yes words (before: only "1" counted, so "true" registered the ops).
+        for yes in ("true", "Yes", "on"):
+            result = self.run_python(
+                "import torch, zerojit\n"
+                "print(zerojit.torch_ops is None, hasattr(torch.ops.zerojit, 'dcp_pack'))",
+                ZEROJIT_NO_TORCH=yes)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertEqual(result.stdout.split(), ["True", "False"], yes)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ Their CPU references are in ``zerojit.reference``, the disk cache operations in
 ``zerojit.cache``.
 """
 
-from . import _nvrtc
+from . import _environment, _nvrtc
 
 _nvrtc.configure()  # before the core first loads NVRTC
 
@@ -61,9 +61,8 @@ __version__ = "0.1.0"
 def _register_torch_ops():
     """torch.ops.zerojit.*, when PyTorch can be imported (zerojit.torch_ops)."""
     import importlib.util
-    import os
 
-    if os.environ.get("ZEROJIT_NO_TORCH") == "1" or importlib.util.find_spec("torch") is None:
+    if _environment.flag("ZEROJIT_NO_TORCH", False) or importlib.util.find_spec("torch") is None:
         return None
     from . import torch_ops
 
@@ -72,7 +71,7 @@ def _register_torch_ops():
 
 torch_ops = _register_torch_ops()
 
-if __import__("os").environ.get("ZEROJIT_PYTHON_LOGGING", "1") != "0":
+if _environment.flag("ZEROJIT_PYTHON_LOGGING", True):
     hooks.install_logging()
 
 

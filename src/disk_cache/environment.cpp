@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "disk_cache/impl.hpp"
+#include "environment.hpp"
 #include "zerojit/bytes.hpp"
 #include "zerojit/error.hpp"
 #include "zerojit/log.hpp"
@@ -48,7 +49,7 @@ DiskCacheOptions default_disk_cache_options() {
     }
     options.lock_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0));
   }
-  options.allow_shared_root = env_flag(kAllowSharedVariable);
+  options.allow_shared_root = zerojit::detail::environment_flag(kAllowSharedVariable);
   return options;
 }
 

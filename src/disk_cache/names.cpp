@@ -10,12 +10,6 @@
 
 namespace zerojit::detail::disk {
 
-bool env_flag(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr && (std::string_view(value) == "1" || std::string_view(value) == "true" ||
-                              std::string_view(value) == "yes");
-}
-
 const char* env_text(const char* name) {
   const char* value = std::getenv(name);
   return value != nullptr && *value != '\0' ? value : nullptr;

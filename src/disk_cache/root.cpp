@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "disk_cache/impl.hpp"
+#include "environment.hpp"
 #include "zerojit/log.hpp"
 
 namespace zerojit::detail {
@@ -39,7 +40,7 @@ std::string refusal_advice() {
 using namespace disk;
 
 DiskCacheImpl::DiskCacheImpl(DiskCacheOptions opts) : options(std::move(opts)) {
-  shared = options.allow_shared_root || env_flag(kAllowSharedVariable);
+  shared = options.allow_shared_root || environment_flag(kAllowSharedVariable);
   // Shared roots leave permissions to the umask (a group sharing one sets 002); private
   // ones never make anything writable by others, which the trust check would then refuse.
   directory_mode = shared ? 0777 : 0755;

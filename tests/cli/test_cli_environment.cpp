@@ -126,3 +126,35 @@ TEST_F(ZerojitToolEnvironment, KeysALayerCannotServeWithoutNvrtcAreSummedUpOnce)
 }
 
 }  // namespace
+
+// The yes/no variables share one rule. Before: ZEROJIT_NVRTC_DISABLE took only "1" and
+// ZEROJIT_MONITOR_VERBOSE only "1", so `=true` was silently "no"; a value that is neither yes
+// nor no is now named in a warning (once) instead of read as "no" without a word.
+TEST_F(ZerojitToolEnvironment, YesNoVariablesTakeTheUsualWordsAndNameAnyOther) {
+  for (const std::string yes : {"1", "true", "TRUE", "yes", "On"}) {
+    const Result disabled = run_with({"--version"}, {{"ZEROJIT_NVRTC_DISABLE", yes}});
+    ASSERT_EQ(disabled.exit_code, 0) << describe(disabled);
+    EXPECT_NE(disabled.out.find(
+                  "NVRTC: not found: NVRTC is disabled (ZEROJIT_NVRTC_DISABLE=" + yes + ")"),
+              std::string::npos)
+        << yes << "\n"
+        << describe(disabled);
+    EXPECT_EQ(disabled.err.find("warning"), std::string::npos) << describe(disabled);
+  }
+  for (const std::string no : {"", "0", "false", "No", "off"}) {
+    const Result enabled = run_with({"--version"}, {{"ZEROJIT_NVRTC_DISABLE", no}});
+    ASSERT_EQ(enabled.exit_code, 0) << describe(enabled);
+    EXPECT_NE(enabled.out.find("\nNVRTC 1"), std::string::npos) << no << "\n" << describe(enabled);
+    EXPECT_EQ(enabled.err.find("warning"), std::string::npos) << describe(enabled);
+  }
+  const Result unclear = run_with({"--version"}, {{"ZEROJIT_NVRTC_DISABLE", "maybe"}});
+  ASSERT_EQ(unclear.exit_code, 0) << describe(unclear);
+  EXPECT_NE(unclear.out.find("\nNVRTC 1"), std::string::npos) << describe(unclear);
+  EXPECT_EQ(count(unclear.err, "ignoring ZEROJIT_NVRTC_DISABLE=maybe"), 1u) << describe(unclear);
+
+  // A pack-only process: `=true` now hides NVRTC, so a warmup with an empty cache cannot
+  // compile and says why, up front (exit 5), instead of compiling.
+  const Result warmup = run_with({"warmup"}, {{"ZEROJIT_NVRTC_DISABLE", "true"}});
+  EXPECT_EQ(warmup.exit_code, 5) << describe(warmup);
+  EXPECT_NE(warmup.err.find("ZEROJIT_NVRTC_DISABLE=true"), std::string::npos) << describe(warmup);
+}

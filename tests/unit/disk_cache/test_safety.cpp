@@ -40,6 +40,14 @@ TEST_F(DiskCacheStore, RefusesARootOtherUsersCanWriteUnlessAllowed) {
   ::setenv("ZEROJIT_CACHE_ALLOW_SHARED", "1", 1);
   DiskCache by_environment(options(root));
   EXPECT_EQ(by_environment.state(), CacheRootState::writable);
+  // Any of the yes words (the library's one rule for yes/no variables); a word that is neither
+  // yes nor no is not taken as yes.
+  ::setenv("ZEROJIT_CACHE_ALLOW_SHARED", "On", 1);
+  DiskCache by_word(options(root));
+  EXPECT_EQ(by_word.state(), CacheRootState::writable) << by_word.state_reason();
+  ::setenv("ZEROJIT_CACHE_ALLOW_SHARED", "sure", 1);
+  DiskCache unclear(options(root));
+  EXPECT_NE(unclear.state(), CacheRootState::writable);
   ::unsetenv("ZEROJIT_CACHE_ALLOW_SHARED");
 }
 

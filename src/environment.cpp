@@ -1,0 +1,35 @@
+#include "environment.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "zerojit/log.hpp"
+
+namespace zerojit::detail {
+
+bool environment_flag(const char* name) {
+  const char* raw = std::getenv(name);
+  if (raw == nullptr || *raw == '\0') return false;
+  std::string value(raw);
+  std::transform(value.begin(), value.end(), value.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (value == "1" || value == "true" || value == "yes" || value == "on") return true;
+  if (value == "0" || value == "false" || value == "no" || value == "off") return false;
+  static std::mutex mutex;
+  static std::set<std::string> warned;
+  std::string setting = std::string(name) + "=" + raw;
+  {
+    std::lock_guard lock(mutex);
+    if (!warned.insert(setting).second) return false;
+  }
+  log_warning("environment", "ignoring " + setting +
+                                 " (expected 1, true, yes or on to enable; 0, false, no or off "
+                                 "to disable)");
+  return false;
+}
+
+}  // namespace zerojit::detail
