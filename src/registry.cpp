@@ -157,6 +157,7 @@ WarmupReport run_warmup(const Manifest& manifest, const WarmupOptions& options) 
     installed.emplace(*pool);
   }
   Progress progress(options.progress, jobs.size(), options.on_progress);
+  std::atomic<bool> cancelled{false};
   parallel_for(jobs.size(), options.jobs, [&](std::size_t position) {
     const std::size_t i = order[position];
     const Job& job = jobs[i];
@@ -164,6 +165,18 @@ WarmupReport run_warmup(const Manifest& manifest, const WarmupOptions& options) 
     key.kernel = job.entry->kernel->name();
     key.key = job.entry->key_text;
     key.arch = *job.arch;
+    if (!cancelled.load() && options.cancel_requested) {
+      bool requested = true;  // a callback that throws is taken as a request to stop
+      try {
+        requested = options.cancel_requested();
+      } catch (...) {
+      }
+      if (requested) cancelled.store(true);
+    }
+    if (cancelled.load()) {
+      key.error = "warmup cancelled before this key started";
+      return;
+    }
     const auto key_start = std::chrono::steady_clock::now();
     try {
       const WarmResult result = job.entry->warm(*job.arch, *job.devices);
@@ -177,6 +190,7 @@ WarmupReport run_warmup(const Manifest& manifest, const WarmupOptions& options) 
     progress.finished(key);
   });
 
+  report.cancelled = cancelled.load();
   if (pool) {
     report.compile_workers = pool->workers();
     report.compile_fallbacks = pool->fallbacks();
@@ -236,7 +250,7 @@ std::string WarmupReport::summary_line() const {
                 "%.3f s",
                 total_keys(), kernels.size(), compiled(), from_disk(), from_memory(), failed(),
                 wall_seconds);
-  return buffer;
+  return cancelled ? std::string(buffer) + " (cancelled)" : std::string(buffer);
 }
 
 std::string WarmupReport::to_json() const {
@@ -266,6 +280,7 @@ std::string WarmupReport::to_json() const {
                     {"monitor_armed", monitor_armed},
                     {"compile_workers", compile_workers},
                     {"compile_fallbacks", compile_fallbacks},
+                    {"cancelled", cancelled},
                     {"totals",
                      {{"keys", total_keys()},
                       {"compiled", compiled()},

@@ -74,6 +74,12 @@ struct WarmupOptions {
   // compiles: NVRTC scales across processes, not across threads. Off by default in the library,
   // since it forks the calling process; the zerojit tool turns it on.
   bool compile_processes = false;
+  // Asked before each key starts, from the compiling threads (the calling thread among them);
+  // once it returns true, no further key starts: the keys in flight finish, the others are
+  // reported failed with "warmup cancelled", and the report says cancelled (the monitor is then
+  // not armed). For an engine that lets its user interrupt a long warmup (the Python module
+  // maps Ctrl-C onto it).
+  std::function<bool()> cancel_requested;
 };
 
 struct KeyReport {
@@ -105,6 +111,7 @@ struct WarmupReport {
   bool monitor_armed = false;
   int compile_workers = 0;    // worker processes forked for the compiles (compile_processes)
   int compile_fallbacks = 0;  // compiles run in this process because a worker failed
+  bool cancelled = false;     // cancel_requested stopped it: some keys never started
 
   int total_keys() const;
   int from_memory() const;

@@ -3,8 +3,11 @@
 
 #include <pybind11/pybind11.h>
 
+#include <atomic>
 #include <cstddef>
 #include <functional>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "zerojit/registry.hpp"
@@ -37,9 +40,39 @@ void bind_py_kernels(pybind11::module_& module);
 // None.
 std::vector<DynamicRegistration> dynamic_registrations(const pybind11::object& items);
 
+// Ctrl-C (and a KeyboardInterrupt or SystemExit from the progress callback) during a warmup,
+// which runs without the GIL: WarmupOptions::cancel_requested polls for it, and the caller
+// raises it once the keys in flight are done. Construct it and call raise_if_interrupted()
+// with the GIL held, on the thread that called warmup.
+class WarmupInterrupt {
+ public:
+  WarmupInterrupt();
+  ~WarmupInterrupt();
+  WarmupInterrupt(const WarmupInterrupt&) = delete;
+  WarmupInterrupt& operator=(const WarmupInterrupt&) = delete;
+
+  // For cancel_requested (any thread, GIL not held): whether an interrupt is pending. On the
+  // calling thread it also runs Python's signal handlers, so Ctrl-C's KeyboardInterrupt is
+  // seen between keys rather than after the whole warmup.
+  bool requested();
+  // With the GIL held: keeps a KeyboardInterrupt, SystemExit or other non-Exception the
+  // progress callback raised (returns true); an ordinary exception is left to the caller.
+  bool capture(pybind11::error_already_set& error);
+  // With the GIL held: raises what was kept, if anything.
+  void raise_if_interrupted();
+
+ private:
+  std::thread::id caller_;
+  std::mutex mutex_;
+  PyObject* pending_ = nullptr;  // a strong reference, taken and released with the GIL held
+  std::atomic<bool> interrupted_{false};
+};
+
 // A warmup progress callback for WarmupOptions::on_progress (nullptr for None): calls
 // callable(kernel, key, origin, seconds, error, done, total) with the GIL taken, from the
-// worker that finished the key.
-std::function<void(const WarmupProgress&)> progress_bridge(const pybind11::object& callable);
+// worker that finished the key. An interrupt it raises goes to `interrupt`; any other exception
+// is reported as unraisable.
+std::function<void(const WarmupProgress&)> progress_bridge(const pybind11::object& callable,
+                                                           WarmupInterrupt& interrupt);
 
 }  // namespace zerojit::python

@@ -181,15 +181,65 @@ void set_event_bridge(const py::object& callable) {
 
 }  // namespace
 
+// --- Interrupting a warmup --------------------------------------------------------------------
+
+WarmupInterrupt::WarmupInterrupt() : caller_(std::this_thread::get_id()) {}
+
+WarmupInterrupt::~WarmupInterrupt() { Py_XDECREF(pending_); }
+
+bool WarmupInterrupt::requested() {
+  if (interrupted_.load()) return true;
+  // Python runs signal handlers on its main thread only; elsewhere there is nothing to check.
+  if (std::this_thread::get_id() != caller_ || !Py_IsInitialized() || finalizing()) return false;
+  py::gil_scoped_acquire gil;
+  if (PyErr_CheckSignals() == 0) return false;
+  py::error_already_set error;  // takes the raised exception (KeyboardInterrupt for Ctrl-C)
+  if (!capture(error)) {
+    // A handler that raised an ordinary exception: stop all the same, and raise it.
+    std::lock_guard lock(mutex_);
+    if (pending_ == nullptr) pending_ = py::object(error.value()).release().ptr();
+    interrupted_.store(true);
+  }
+  return true;
+}
+
+bool WarmupInterrupt::capture(py::error_already_set& error) {
+  if (error.matches(PyExc_Exception)) return false;
+  std::lock_guard lock(mutex_);
+  if (pending_ == nullptr) pending_ = py::object(error.value()).release().ptr();
+  interrupted_.store(true);
+  return true;
+}
+
+void WarmupInterrupt::raise_if_interrupted() {
+  PyObject* pending = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    std::swap(pending, pending_);
+  }
+  if (pending == nullptr) return;
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(pending)), pending);
+  Py_DECREF(pending);
+  throw py::error_already_set();
+}
+
 // The warmup progress callback: callable(kernel, key, origin, seconds, error, done, total).
-std::function<void(const WarmupProgress&)> progress_bridge(const py::object& callable) {
+std::function<void(const WarmupProgress&)> progress_bridge(const py::object& callable,
+                                                           WarmupInterrupt& interrupt) {
   if (callable.is_none()) return nullptr;
   auto held = hold(callable);
-  return [held](const WarmupProgress& progress) {
+  return [held, &interrupt](const WarmupProgress& progress) {
+    if (!Py_IsInitialized() || finalizing()) return;
     const KeyReport& key = *progress.key;
-    call_from_any_thread(held, "zerojit warmup progress callback", key.kernel, key.key,
-                         key.error.empty() ? std::string(to_string(key.origin)) : "failed",
-                         key.seconds, key.error, progress.done, progress.total);
+    py::gil_scoped_acquire gil;
+    try {
+      (*held)(key.kernel, key.key,
+              key.error.empty() ? std::string(to_string(key.origin)) : "failed", key.seconds,
+              key.error, progress.done, progress.total);
+    } catch (py::error_already_set& error) {
+      if (!interrupt.capture(error))
+        error.discard_as_unraisable("zerojit warmup progress callback");
+    }
   };
 }
 

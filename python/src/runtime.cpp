@@ -108,8 +108,11 @@ std::tuple<std::string, std::string> warmup(
   WarmupRegistry registry;
   if (dsv4_family) kernels.register_warmup(registry);
   add_dynamic_registrations(registry, dynamic_registrations(kernels_list));
+  // Outlives the GIL's release below: it is polled while the keys compile, and raised after.
+  WarmupInterrupt interrupt;
   WarmupOptions options;
-  options.on_progress = progress_bridge(on_key);
+  options.on_progress = progress_bridge(on_key, interrupt);
+  options.cancel_requested = [&interrupt] { return interrupt.requested(); };
   options.arch = arch.value_or(kernels.config().serving.target_arch);
   options.devices = devices;
   options.compile_only = compile_only;
@@ -117,9 +120,13 @@ std::tuple<std::string, std::string> warmup(
   options.progress = parse_progress(progress);
   options.arm_monitor = arm_monitor;
   options.compile_processes = compile_processes;
-  py::gil_scoped_release release;
-  const KeepCurrentContext keep_context;
-  const WarmupReport report = registry.warmup(options);
+  WarmupReport report;
+  {
+    py::gil_scoped_release release;
+    const KeepCurrentContext keep_context;
+    report = registry.warmup(options);
+  }
+  interrupt.raise_if_interrupted();  // Ctrl-C: a KeyboardInterrupt, once the keys in flight end
   return {report.to_json(), report.summary_line()};
 }
 

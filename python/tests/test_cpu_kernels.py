@@ -9,6 +9,7 @@ import ast
 import dataclasses
 import logging
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -306,6 +307,29 @@ class SpaceTest(unittest.TestCase):
                                     r"user.axpby: .*point \{dtype=f64\} was rejected by dispatch"):
             kernel.expand(space)
 
+    def test_an_interrupt_in_dispatch_is_raised_as_itself(self):
+        # Before: expand reported Ctrl-C in a dispatch as "point {n=1} was rejected by
+        # dispatch" (a zerojit.Error), so an engine's KeyboardInterrupt handling never saw it.
+        space = Space().choices("n", [1, 2, 3])
+
+        def interrupted(arguments):
+            raise KeyboardInterrupt
+
+        def exits(arguments):
+            raise SystemExit(3)
+
+        def rejects(arguments):
+            raise ZeroDivisionError("no key for this point")
+
+        with self.assertRaises(KeyboardInterrupt):
+            space.expand(interrupted)
+        with self.assertRaises(SystemExit):
+            space.expand(exits)
+        # An ordinary exception is still the space's error, naming the point, with the cause.
+        with self.assertRaisesRegex(zerojit.Error, r"point \{n=1\} was rejected") as raised:
+            space.expand(rejects)
+        self.assertIsInstance(raised.exception.__cause__, ZeroDivisionError)
+
     def test_the_examples_space(self):
         expansion = user_kernel.Axpby().expand()
         self.assertEqual(len(expansion.keys), 4)
@@ -374,6 +398,93 @@ class WarmupTest(unittest.TestCase):
         key = user_kernel.AxpbyKey(DType.f32, 4)
         kernel.compile(key)
         self.assertEqual(kernel.compile(key), "memory")
+
+
+@dataclasses.dataclass(frozen=True)
+class VariantKey:
+    variant: int
+
+
+def many_keys_kernel(kernel_name, key_count):
+    """A kernel with `key_count` small keys: a warmup that takes seconds, to interrupt."""
+
+    class ManyKeys(zerojit.Kernel):
+        name = kernel_name
+        Key = VariantKey
+        params = (("x", "tensor"),)
+
+        def dispatch(self, x):
+            return VariantKey(x.shape[0])
+
+        def program(self, key):
+            return Program(source="template <int V> __global__ void k(float* x) { x[0] = V; }",
+                           function="k")
+
+        def warmup_space(self):
+            return Space(lambda p: (TensorDesc.contiguous(DType.f32, (p["n"],)),)).range(
+                "n", 1, key_count)
+
+    return ManyKeys
+
+
+@needs_nvrtc
+class WarmupInterruptTest(unittest.TestCase):
+    """Ctrl-C during a warmup. Before: the warmup ran without the GIL to its end (minutes for a
+    large manifest) before the KeyboardInterrupt surfaced, and one raised in the progress
+    callback was reported as unraisable and lost."""
+
+    def setUp(self):
+        zerojit.clear_registrations()
+        zerojit.monitor.disarm()
+        zerojit.monitor.set_mode("off")
+
+    tearDown = setUp
+
+    def test_an_interrupt_from_the_progress_callback_stops_the_warmup(self):
+        zerojit.register(many_keys_kernel("test.interrupted_by_callback", 40))
+        finished = []
+
+        def on_key(kernel, key, origin, seconds, error, done, total):
+            finished.append(key)
+            raise KeyboardInterrupt
+
+        with self.assertRaises(KeyboardInterrupt):
+            zerojit.warmup_kernels(compile_only=True, jobs=1, monitor="error", on_key=on_key)
+        self.assertEqual(len(finished), 1)  # no key started after it
+        self.assertFalse(zerojit.monitor.armed())
+        # Nothing was left half done: the next warmup has the first key and compiles the rest.
+        report = zerojit.warmup_kernels(compile_only=True, jobs=2, monitor="warn")
+        self.assertTrue(report["ok"])
+        self.assertEqual(report["totals"]["keys"], 40)
+        self.assertEqual(report["totals"]["from_memory"], 1)
+        self.assertFalse(report["cancelled"])
+
+    def test_ctrl_c_interrupts_a_warmup_between_keys(self):
+        keys = 400
+        child = subprocess.Popen(
+            [sys.executable, "-c", (
+                "import sys, test_cpu_kernels as t, zerojit\n"
+                f"zerojit.register(t.many_keys_kernel('test.interrupted_by_signal', {keys}))\n"
+                "def on_key(kernel, key, origin, seconds, error, done, total):\n"
+                "    print(done, flush=True)\n"
+                "zerojit.warmup_kernels(compile_only=True, jobs=1, on_key=on_key)\n"
+                "print('finished', flush=True)\n")],
+            cwd=os.path.dirname(os.path.abspath(__file__)), stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True,
+            env=dict(os.environ, ZEROJIT_CACHE_DIR="off", PYTHONPATH=os.pathsep.join(sys.path)))
+        try:
+            self.assertEqual(child.stdout.readline().strip(), "1")
+            child.send_signal(signal.SIGINT)
+            out, err = child.communicate(timeout=120)
+        finally:
+            child.kill()
+            child.wait()
+        self.assertNotEqual(child.returncode, 0, err)
+        self.assertIn("KeyboardInterrupt", err)
+        self.assertNotIn("finished", out)
+        done = [int(line) for line in out.split()]
+        # The key in flight when the signal came, perhaps one more; far from all of them.
+        self.assertLess(max(done, default=1), 10, out)
 
 
 class LaunchErrorTest(unittest.TestCase):

@@ -15,6 +15,7 @@ code's own.
 import typing
 
 from . import _core
+from ._errors import Error
 
 __all__ = ["Space", "Expansion", "next_power_of_two"]
 
@@ -84,7 +85,24 @@ class Space:
         return self._describe(point)
 
     def expand(self, dispatch):
-        """``dispatch(arguments)`` at every kept point: the distinct keys and the dead axes."""
-        keys, dead, points, filtered = self._core.expand(
-            lambda point: dispatch(self._describe(point)))
+        """``dispatch(arguments)`` at every kept point: the distinct keys and the dead axes.
+        A point dispatch rejects is a zerojit.Error naming the point, chained to dispatch's
+        exception; a KeyboardInterrupt or SystemExit from dispatch is raised as itself."""
+        raised = []
+
+        def at_point(point):
+            try:
+                return dispatch(self._describe(point))
+            except BaseException as error:
+                raised.append(error)
+                raise
+
+        try:
+            keys, dead, points, filtered = self._core.expand(at_point)
+        except Error as error:
+            if raised and not isinstance(raised[-1], Exception):
+                raise raised[-1] from None
+            if raised:
+                raise error from raised[-1]
+            raise
         return Expansion(list(keys), list(dead), points, filtered)

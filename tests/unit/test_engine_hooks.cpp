@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,41 @@ TEST_F(EngineHooks, ProgressCallbackSeesEveryKeyOnceInOrderOfCompletion) {
   // Calls are serialized: the counts are 1..5 in order, one per distinct key.
   EXPECT_EQ(done, (std::vector<std::size_t>{1, 2, 3, 4, 5}));
   EXPECT_EQ(keys.size(), 5u);
+}
+
+TEST_F(EngineHooks, ACancelledWarmupStartsNoFurtherKeyAndDoesNotArmTheMonitor) {
+  Monitor::instance().set_mode(MonitorMode::warn);
+  WarmupRegistry registry;
+  examples::register_examples(registry);
+  int asked = 0;
+  std::size_t finished = 0;
+  WarmupOptions options{.compile_only = true, .jobs = 1, .progress = ProgressStyle::none};
+  options.on_progress = [&](const WarmupProgress&) { ++finished; };
+  options.cancel_requested = [&] { return ++asked > 2; };  // two keys, then stop
+  const WarmupReport report = registry.warmup(options);
+  EXPECT_TRUE(report.cancelled);
+  EXPECT_FALSE(report.monitor_armed);
+  EXPECT_FALSE(Monitor::instance().armed());
+  EXPECT_EQ(asked, 3);  // asked before each key until it said yes, then no more
+  EXPECT_EQ(finished, 2u);
+  EXPECT_EQ(report.total_keys(), 5);
+  EXPECT_EQ(report.compiled() + report.from_disk() + report.from_memory(), 2);
+  EXPECT_EQ(report.failed(), 3);
+  int cancelled = 0;
+  for (const KeyReport& key : report.keys) {
+    cancelled += key.error == "warmup cancelled before this key started" ? 1 : 0;
+  }
+  EXPECT_EQ(cancelled, 3);
+  EXPECT_NE(report.summary_line().find("(cancelled)"), std::string::npos);
+  EXPECT_NE(report.to_json().find("\"cancelled\":true"), std::string::npos);
+
+  // A callback that throws stops the warmup too (rather than escaping into a worker thread).
+  WarmupOptions throwing{.compile_only = true, .jobs = 2, .progress = ProgressStyle::none};
+  throwing.cancel_requested = []() -> bool { throw std::runtime_error("engine shutting down"); };
+  const WarmupReport stopped = registry.warmup(throwing);
+  EXPECT_TRUE(stopped.cancelled);
+  EXPECT_EQ(stopped.failed(), 5);
+  Monitor::instance().set_mode(MonitorMode::off);
 }
 
 TEST_F(EngineHooks, ProgressLinesGoThroughTheLogHandler) {
