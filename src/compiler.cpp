@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -38,6 +39,9 @@ struct NvrtcApi {
   NvrtcResult (*nvrtcAddNameExpression)(NvrtcProgram program, const char* expression);
   NvrtcResult (*nvrtcGetLoweredName)(NvrtcProgram program, const char* expression,
                                      const char** lowered);
+  // Optional (since CUDA 11.2): the archs this NVRTC compiles for.
+  NvrtcResult (*nvrtcGetNumSupportedArchs)(int* count);
+  NvrtcResult (*nvrtcGetSupportedArchs)(int* archs);
 };
 
 constexpr NvrtcResult kNvrtcSuccess = 0;
@@ -99,6 +103,7 @@ struct NvrtcState {
   bool loaded = false;
   std::string reason;
   std::string version;
+  std::vector<int> supported_archs;  // 90 for sm_90; empty when NVRTC cannot say
 };
 
 template <class Fn>
@@ -165,6 +170,18 @@ NvrtcState load_nvrtc() {
   }
   state.version = std::to_string(major) + "." + std::to_string(minor);
   state.loaded = true;
+  a.nvrtcGetNumSupportedArchs = reinterpret_cast<decltype(a.nvrtcGetNumSupportedArchs)>(
+      dlsym(library, "nvrtcGetNumSupportedArchs"));
+  a.nvrtcGetSupportedArchs = reinterpret_cast<decltype(a.nvrtcGetSupportedArchs)>(
+      dlsym(library, "nvrtcGetSupportedArchs"));
+  int count = 0;
+  if (a.nvrtcGetNumSupportedArchs != nullptr && a.nvrtcGetSupportedArchs != nullptr &&
+      a.nvrtcGetNumSupportedArchs(&count) == kNvrtcSuccess && count > 0 && count < 1024) {
+    state.supported_archs.resize(static_cast<std::size_t>(count));
+    if (a.nvrtcGetSupportedArchs(state.supported_archs.data()) != kNvrtcSuccess) {
+      state.supported_archs.clear();
+    }
+  }
   return state;
 }
 
@@ -241,6 +258,27 @@ std::string nvrtc_version() {
   return nvrtc_state().version;
 }
 
+std::vector<int> nvrtc_supported_archs() {
+  const NvrtcState& state = nvrtc_state();
+  return state.loaded ? state.supported_archs : std::vector<int>{};
+}
+
+void check_arch_supported(std::string_view arch) {
+  validate_arch(arch);
+  const std::vector<int> supported = nvrtc_supported_archs();
+  if (supported.empty()) return;  // no NVRTC, or one that cannot say: the compile will tell
+  std::string_view digits = arch.substr(3);
+  while (!digits.empty() && (digits.back() < '0' || digits.back() > '9')) digits.remove_suffix(1);
+  int number = 0;
+  for (char c : digits) number = number * 10 + (c - '0');
+  if (std::find(supported.begin(), supported.end(), number) != supported.end()) return;
+  const auto [lowest, highest] = std::minmax_element(supported.begin(), supported.end());
+  throw Error("NVRTC " + nvrtc_state().version + " cannot compile for " + std::string(arch) +
+              ": it compiles for sm_" + std::to_string(*lowest) + " to sm_" +
+              std::to_string(*highest) + " (" + std::to_string(supported.size()) +
+              " archs); name one of them, or use a newer CUDA toolkit");
+}
+
 std::string nvrtc_library_path() {
   if (nvrtc_disabled()) return {};
   std::error_code ec;
@@ -309,6 +347,7 @@ NvrtcInput make_nvrtc_input(const Program& program, std::string_view arch) {
 
 NvrtcOutput run_nvrtc(const NvrtcInput& input) {
   const NvrtcApi& api = nvrtc();
+  check_arch_supported(input.arch);  // NVRTC's own error is an option error in a long log
   std::vector<const char*> header_pointers, name_pointers, option_pointers;
   for (std::size_t i = 0; i < input.header_texts.size(); ++i) {
     header_pointers.push_back(input.header_texts[i].c_str());

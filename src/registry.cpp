@@ -122,7 +122,12 @@ WarmupReport run_warmup(const Manifest& manifest, const WarmupOptions& options) 
     validate_arch(options.arch);
     devices_by_arch[options.arch] = {};
   }
-  for (const auto& [arch, unused] : devices_by_arch) report.archs.push_back(arch);
+  for (const auto& [arch, unused] : devices_by_arch) {
+    // Once, up front, where NVRTC is loaded already; a warmup served from disk must not load
+    // it only to ask (the compile path asks the same before each compile).
+    if (nvrtc_loaded()) check_arch_supported(arch);
+    report.archs.push_back(arch);
+  }
   report.devices = devices;
 
   struct Job {

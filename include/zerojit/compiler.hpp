@@ -58,6 +58,14 @@ std::string cuda_include_dir();
 // Checks an arch name ("sm_90a", "sm_100a", "sm_89", ...); throws zerojit::Error otherwise.
 void validate_arch(std::string_view arch);
 
+// The archs this process's NVRTC compiles for (90 for sm_90, ascending as NVRTC lists them);
+// empty without NVRTC, or with one too old to say. Never throws.
+std::vector<int> nvrtc_supported_archs();
+// validate_arch, and, where NVRTC says what it supports, that it compiles for `arch` (sm_90a's
+// number is 90); throws zerojit::Error naming the range otherwise. Warmup checks each arch so
+// before compiling anything, so an unsupported arch is one error, not one a key.
+void check_arch_supported(std::string_view arch);
+
 // The two halves of compile_program, apart so that a worker process can run NVRTC on input
 // prepared here (compile_pool.hpp). NvrtcInput holds everything NVRTC reads: the source and
 // every header by content, the full option list (defaults, arch, program options).

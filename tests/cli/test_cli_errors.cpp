@@ -56,6 +56,8 @@ TEST_F(ZerojitToolErrors, EveryUsageErrorNamesTheProblemAndWhatToDoAlsoAsJson) {
       {{"run", "--steps", "5", "--steps", "6"}, "run", "--steps is given more than once"},
       {{"keys", "--arch", "sm_-90"}, "keys", "--arch"},
       {{"keys", "--arch", "sm_9"}, "keys", "target_arch"},
+      {{"keys", "--arch", "sm_89"}, "keys", "target_arch' must be sm_90 or newer"},
+      {{"warmup", "--compile-only", "--arch", "sm_999"}, "warmup", "cannot compile for sm_999"},
       {{"warmup", "--devices", "0,0"}, "warmup", "--devices names device 0 twice"},
       {{"warmup", "--devices", "-1"}, "warmup", "--devices"},
       {{"warmup", "--cache-dir", ""}, "warmup", "--cache-dir needs a DIR"},
@@ -163,3 +165,24 @@ TEST_F(ZerojitToolErrors, JsonIsValidWhateverBytesTheInputsHold) {
 }
 
 }  // namespace
+
+// An arch this NVRTC cannot compile for is a usage error said once (exit 2), both when the
+// tool asks NVRTC up front and when NVRTC is loaded only by the first compile (the cache knew
+// its version): before, every key failed with NVRTC's log and the tool exited 3.
+TEST_F(ZerojitToolErrors, AnArchNvrtcCannotCompileForIsOneUsageError) {
+  const Result up_front = run({"warmup", "--compile-only", "--arch", "sm_999"});
+  EXPECT_EQ(up_front.exit_code, 2) << describe(up_front);
+  EXPECT_NE(up_front.err.find("cannot compile for sm_999: it compiles for sm_"), std::string::npos)
+      << describe(up_front);
+  EXPECT_EQ(up_front.err.find("FAILED"), std::string::npos) << describe(up_front);
+
+  ASSERT_EQ(run({"warmup", "--compile-only"}).exit_code, 0);  // the cache now knows NVRTC
+  const Result per_key = run({"warmup", "--compile-only", "--arch", "sm_999"});
+  EXPECT_EQ(per_key.exit_code, 2) << describe(per_key);
+  const std::string said = "zerojit: error: NVRTC ";
+  EXPECT_NE(per_key.err.find(said), std::string::npos) << describe(per_key);
+  EXPECT_NE(per_key.err.find("cannot compile for sm_999"), std::string::npos) << describe(per_key);
+  EXPECT_EQ(per_key.err.find("keys failed to compile"), std::string::npos) << describe(per_key);
+  // This time each key's line said it (NVRTC was loaded by the first compile, not before).
+  EXPECT_NE(per_key.err.find("] FAILED"), std::string::npos) << describe(per_key);
+}

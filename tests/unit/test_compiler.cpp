@@ -2,6 +2,7 @@
 // failure message.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "examples/examples.hpp"
@@ -139,6 +140,39 @@ TEST(Compiler, RejectsUnknownArchitectures) {
   EXPECT_NO_THROW(validate_arch("sm_90a"));
   EXPECT_NO_THROW(validate_arch("sm_100f"));
   EXPECT_NO_THROW(validate_arch("sm_89"));
+}
+
+// Before: an arch NVRTC does not know failed every key of a warmup, each with NVRTC's own
+// "invalid --gpu-architecture" log; now the warmup refuses it once, naming the range.
+TEST(Compiler, KnowsTheArchsItsNvrtcCompilesFor) {
+  ASSERT_TRUE(nvrtc_available()) << nvrtc_unavailable_reason();
+  const std::vector<int> archs = nvrtc_supported_archs();
+  ASSERT_FALSE(archs.empty());
+  EXPECT_NE(std::find(archs.begin(), archs.end(), 90), archs.end());
+  EXPECT_NE(std::find(archs.begin(), archs.end(), 100), archs.end());
+  EXPECT_NO_THROW(check_arch_supported("sm_90a"));
+  EXPECT_NO_THROW(check_arch_supported("sm_100f"));
+  try {
+    check_arch_supported("sm_999");
+    ADD_FAILURE() << "sm_999 was accepted";
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("cannot compile for sm_999"), std::string::npos) << message;
+    EXPECT_NE(message.find("sm_" + std::to_string(*std::min_element(archs.begin(), archs.end()))),
+              std::string::npos)
+        << message;
+  }
+  EXPECT_THROW(check_arch_supported("sm_9"), Error);  // malformed: validate_arch's error
+
+  WarmupRegistry registry;
+  examples::register_examples(registry);
+  try {
+    registry.warmup(
+        WarmupOptions{.arch = "sm_999", .compile_only = true, .progress = ProgressStyle::none});
+    ADD_FAILURE() << "a warmup for sm_999 ran";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("cannot compile for sm_999"), std::string::npos);
+  }
 }
 
 TEST(Compiler, FindsCudaHeaders) {

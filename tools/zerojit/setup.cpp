@@ -236,4 +236,21 @@ std::optional<ToolError> failing_for_want_of_nvrtc(const WarmupReport& report) {
                                    " keys that are not in the cache could not be compiled");
 }
 
+std::optional<ToolError> failing_for_unsupported_arch(const WarmupReport& report,
+                                                      const std::string& arch) {
+  if (report.ok()) return std::nullopt;
+  const std::string marker = "cannot compile for " + arch + ":";
+  std::string message;
+  for (const KeyReport& key : report.keys) {
+    if (key.error.empty()) continue;
+    const std::size_t at = key.error.find(marker);
+    if (at == std::string::npos) return std::nullopt;
+    if (message.empty()) {
+      const std::size_t start = key.error.rfind("NVRTC ", at);
+      message = key.error.substr(start == std::string::npos ? 0 : start);
+    }
+  }
+  return ToolError{kExitUsage, message, "pass --arch sm_90a (H100/H200) or sm_100a (B200)"};
+}
+
 }  // namespace zerojit::tool

@@ -58,5 +58,9 @@ void require_nvrtc();
 // When every failed key of `report` failed because NVRTC is unavailable: the error to report
 // (exit 5, said once); otherwise nothing.
 std::optional<ToolError> failing_for_want_of_nvrtc(const WarmupReport& report);
+// When every failed key failed because NVRTC cannot compile for `arch` (and nothing else
+// failed): that one reason, as a usage error (exit 2), instead of a compile failure a key.
+std::optional<ToolError> failing_for_unsupported_arch(const WarmupReport& report,
+                                                      const std::string& arch);
 
 }  // namespace zerojit::tool

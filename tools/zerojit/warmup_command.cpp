@@ -102,7 +102,13 @@ int run_warmup(const WarmupCommand& command) {
   require_nvrtc();
   const std::string arch = selection.configuration.arch;
   try {
-    validate_arch(arch);
+    // With NVRTC loaded already (no memo of its version), ask it now: one error up front, not
+    // one a key. Otherwise a compile that needs it says the same (failing_for_unsupported_arch).
+    if (nvrtc_loaded()) {
+      check_arch_supported(arch);
+    } else {
+      validate_arch(arch);
+    }
   } catch (const Error& error) {
     throw ToolError{kExitUsage, error.what(), "pass --arch sm_90a (H100/H200) or sm_100a (B200)"};
   }
@@ -140,6 +146,7 @@ int run_warmup(const WarmupCommand& command) {
   }
   const WarmupReport report = selection.registry.warmup(options);
   std::optional<ToolError> failure = failing_for_want_of_nvrtc(report);
+  if (!failure) failure = failing_for_unsupported_arch(report, arch);
   if (failure) {
     // Said once (the progress lines already named each key).
   } else if (!report.ok()) {

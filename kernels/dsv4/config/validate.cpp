@@ -97,6 +97,11 @@ void validate(const ServingConfig& serving) {
   require(serving.cp_interleave >= 1, "cp_interleave", ">= 1", to_text(serving.cp_interleave));
 
   const int sm_version = target_sm_version(serving.target_arch);
+  // Older targets fail every dequant-gather key in NVRTC (its bf16x2 arithmetic is sm_90's),
+  // and several others: say so once, up front, instead of one compile error a key.
+  require(sm_version >= 90, "target_arch",
+          "sm_90 or newer (the DSv4 kernels use Hopper's bf16x2 and FP8 instructions)",
+          "'" + serving.target_arch + "'");
   // The MXFP4 indexer query feeds DeepGEMM's FP4 MQA logits, which exist only on SM100-class
   // GPUs; warming it for another target would compile keys no serving run can reach.
   if (serving.indexer_dtype == IndexerDtype::mxfp4 && (sm_version < 100 || sm_version > 109)) {
