@@ -69,6 +69,14 @@ TEST_F(ZerojitToolErrors, EveryUsageErrorNamesTheProblemAndWhatToDoAlsoAsJson) {
       {{"cache", "gc", "--max-size", "17179869184G"}, "cache gc", "--max-size"},
       {{"cache", "gc", "--max-size", "lots"}, "cache gc", "--max-size"},
       {{"cache", "explain", "--arch", "sm_x"}, "cache explain", "--arch"},
+      // A filter that selects nothing (before: "0 keys: 0 hits, 0 misses", exit 0).
+      {{"cache", "explain", "--kernel", "bogus"},
+       "cache explain",
+       "--kernel \"bogus\" is no kernel"},
+      {{"cache", "explain", "--kernel", "dsv4.c4_stor"},
+       "cache explain",
+       "--kernel \"dsv4.c4_stor\""},
+      {{"cache", "explain", "--key", "no-such-text"}, "cache explain", "no key of the manifest"},
       {{"cache", "ls", "--cache-dir"}, "cache ls", "--cache-dir needs a value"},
       {{"cache"}, "cache", "needs a command"},
       {{"warmpu"}, "zerojit", "unknown command \"warmpu\""},
@@ -112,6 +120,7 @@ TEST_F(ZerojitToolErrors, MistypedCommandsAndOptionsGetASuggestion) {
       {{"run", "--dispatch-onyl"}, "did you mean --dispatch-only?"},
       {{"run", "--monitor", "erorr"}, "did you mean --monitor error?"},
       {{"--verison"}, "did you mean --version?"},
+      {{"cache", "explain", "--kernel", "dsv4.c4_stor"}, "did you mean --kernel dsv4.c4_store?"},
   };
   for (const auto& [arguments, suggestion] : cases) {
     const Result r = run(arguments);

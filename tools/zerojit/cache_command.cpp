@@ -265,10 +265,34 @@ int run_explain(const CacheCommand& command, const CacheCommandContext& context)
     }
   }
   std::vector<Program> programs;
+  std::vector<std::string> kernel_names;  // of the manifest, in its order
   for (const ManifestEntry& entry : manifest.entries) {
-    if (!command.kernel.empty() && entry.kernel->name() != command.kernel) continue;
+    const std::string& name = entry.kernel->name();
+    if (std::find(kernel_names.begin(), kernel_names.end(), name) == kernel_names.end()) {
+      kernel_names.push_back(name);
+    }
+    if (!command.kernel.empty() && name != command.kernel) continue;
     if (!command.key.empty() && entry.key_text.find(command.key) == std::string::npos) continue;
     programs.push_back(entry.program());
+  }
+  // A filter that selects nothing is a typo, not "0 keys: 0 hits, 0 misses".
+  if (!command.kernel.empty() &&
+      std::find(kernel_names.begin(), kernel_names.end(), command.kernel) == kernel_names.end()) {
+    std::string names;
+    for (const std::string& name : kernel_names) names += (names.empty() ? "" : ", ") + name;
+    const auto guess = nearest(command.kernel, kernel_names);
+    throw ToolError{
+        kExitUsage,
+        "--kernel " + shown(command.kernel) + " is no kernel of this configuration's manifest",
+        guess ? "did you mean --kernel " + *guess + "?"
+              : "name one of: " + (names.empty() ? std::string("(none)") : names)};
+  }
+  if (programs.empty() && !command.key.empty()) {
+    throw ToolError{kExitUsage,
+                    "--key " + shown(command.key) + ": no key of " +
+                        (command.kernel.empty() ? "the manifest" : command.kernel) +
+                        " contains this text",
+                    "`" + program_name() + " keys` lists the keys' texts"};
   }
   std::vector<MissExplanation> explanations;
   if (cache) {

@@ -12,25 +12,6 @@
 namespace zerojit::tool {
 namespace {
 
-// A value as an error message shows it: quoted, control bytes escaped (it goes to a terminal),
-// and cut short when long.
-std::string shown(std::string_view text) {
-  constexpr std::size_t kLongest = 60;
-  std::string out = "\"";
-  for (std::size_t i = 0; i < text.size() && i < kLongest; ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c < 0x20 || c == 0x7F) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof escaped, "\\x%02X", c);
-      out += escaped;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  if (text.size() > kLongest) out += "...";
-  return out + "\"";
-}
-
 std::string range_text(std::int64_t minimum, std::int64_t maximum) {
   const auto signed_text = [](std::int64_t v) {
     return v < 0 ? "-" + number_text(static_cast<std::uint64_t>(-(v + 1)) + 1)
@@ -60,6 +41,23 @@ std::string& program_name_storage() {
 }
 
 }  // namespace
+
+std::string shown(std::string_view text) {
+  constexpr std::size_t kLongest = 60;
+  std::string out = "\"";
+  for (std::size_t i = 0; i < text.size() && i < kLongest; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c == 0x7F) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02X", c);
+      out += escaped;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (text.size() > kLongest) out += "...";
+  return out + "\"";
+}
 
 void set_program_name(std::string name) { program_name_storage() = std::move(name); }
 const std::string& program_name() { return program_name_storage(); }

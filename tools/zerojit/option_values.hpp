@@ -25,6 +25,10 @@ namespace zerojit::tool {
 void set_program_name(std::string name);
 const std::string& program_name();
 
+// A value as an error message shows it: quoted, control bytes escaped (it goes to a terminal),
+// and cut short when long.
+std::string shown(std::string_view text);
+
 // CLI11 hands an option the next word as its value even when that word is an option
 // (`--cache-dir --json` would name a directory "--json"); every value option refuses a value
 // that starts with "--" through this. A path that starts so can be given as ./--name.
