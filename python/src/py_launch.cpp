@@ -46,10 +46,17 @@ template <class T>
 T bounded(const FastCall& call, PyObject* value, std::string_view argument, long long low,
           unsigned long long high) {
   if constexpr (std::is_unsigned_v<T>) {
-    const unsigned long long v = PyLong_AsUnsignedLongLong(value);
+    // Through __index__, as the signed kinds read theirs (PyLong_AsLongLong): a numpy integer
+    // is an int here too, a float is not.
+    PyObject* index = PyNumber_Index(value);
+    const bool is_integer = index != nullptr;
+    const unsigned long long v = is_integer ? PyLong_AsUnsignedLongLong(index) : 0;
+    Py_XDECREF(index);
     if (PyErr_Occurred() || v > high) {
       PyErr_Clear();
-      call.fail(argument, "must be an int in [0, " + std::to_string(high) + "]");
+      call.fail(argument,
+                "must be an int in [0, " + std::to_string(high) + "], got " +
+                    (is_integer ? "one out of range" : std::string(Py_TYPE(value)->tp_name)));
     }
     return static_cast<T>(v);
   } else {

@@ -511,6 +511,44 @@ class LaunchErrorTest(unittest.TestCase):
         with self.assertRaises(ValueError):  # not a kernel capsule
             zerojit._core.launch(object(), slot, 1, 256, 0, None, ())
 
+    def test_unsigned_params_take_any_integer_type(self):
+        # Before: a u32 / u64 parameter took only a Python int (numpy.uint32(5) was refused as
+        # "must be an int"), while the signed kinds took anything with __index__.
+        try:
+            import numpy
+        except ImportError:
+            self.skipTest("numpy is not installed")
+
+        class Unsigned(zerojit.Kernel):
+            name = "test.unsigned_params"
+            Key = MacroKey
+            params = (("n", "u32"), ("x", "tensor"))
+
+            def dispatch(self, x):
+                return MacroKey(128, True, "plus", x.dtype)
+
+            def program(self, key):
+                return Program(source="extern \"C\" __global__ void k(unsigned n, float* x) {}",
+                               function="k", key_as="macros", macro_prefix="T_")
+
+        kernel = Unsigned()
+        slot = kernel.slot(kernel.dispatch(TensorDesc.contiguous(DType.f32, (4,))))
+        x = numpy.zeros(4, numpy.float32)
+
+        def launch(n):
+            zerojit._core.launch(kernel._capsule, slot, 1, 256, 0, None, (n, x))
+
+        for n in (5, numpy.uint32(5), numpy.int64(7), 2**32 - 1):
+            # n is packed, so the error is the next parameter's (a host tensor).
+            with self.assertRaisesRegex(zerojit.InvalidArgument, "'x'.*must be a CUDA tensor"):
+                launch(n)
+        with self.assertRaisesRegex(zerojit.InvalidArgument, r"'n'.*\[0, 4294967295\].*range"):
+            launch(2**32)
+        with self.assertRaisesRegex(zerojit.InvalidArgument, r"'n'.*\[0, 4294967295\].*range"):
+            launch(numpy.int64(-1))
+        with self.assertRaisesRegex(zerojit.InvalidArgument, r"'n'.*got float"):
+            launch(1.5)
+
 
 class HooksTest(unittest.TestCase):
     def test_log_lines_reach_python_logging_from_any_thread(self):
