@@ -1,24 +1,39 @@
 #!/usr/bin/env bash
-# Runs the GPU tests (part "tests") or the GPU benchmarks (part "bench") from a folder made by
-# scripts/stage_gpu.sh, writing logs under OUT_DIR. Every step has its own time limit, so a
-# hang in one still leaves the others' logs.
-#   scripts/gpu_suite.sh STAGE_DIR OUT_DIR tests|bench
+# Runs the GPU tests (part "tests"), the GPU benchmarks (part "bench") or what the kernel
+# languages add (part "languages": the Triton tests and benchmark, the core's GPU tests and the
+# hit path's cost) from a folder made by scripts/stage_gpu.sh, writing logs under OUT_DIR. Every
+# step has its own time limit, so a hang in one still leaves the others' logs.
+#   scripts/gpu_suite.sh STAGE_DIR OUT_DIR tests|bench|languages
 set -uo pipefail
 stage=$(cd "$1" && pwd)
 out=$2
 part=$3
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 mkdir -p "$out"
-export ZEROJIT_CACHE_DIR=$(mktemp -d)  # start from an empty compile cache
+ZEROJIT_CACHE_DIR=$(mktemp -d)  # start from an empty compile cache
+export ZEROJIT_CACHE_DIR
 export ZEROJIT_TOOL=$stage/tools/zerojit
 step() {  # step LIMIT LOG COMMAND...
   local limit=$1 log=$2
   shift 2
-  echo "=== $* ($(date -u +%H:%M:%S))" >>"$log"
-  timeout "$limit" "$@" >>"$log" 2>&1
-  echo "=== exit $?" >>"$log"
+  {
+    echo "=== $* ($(date -u +%H:%M:%S))"
+    timeout "$limit" "$@" 2>&1
+    echo "=== exit $?"
+  } >>"$log"
 }
-if [ "$part" = tests ]; then
+if [ "$part" = languages ]; then
+  nvidia-smi -L >"$out/languages.log" 2>&1
+  python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)' \
+    >>"$out/languages.log" 2>&1
+  step 120 "$out/languages.log" "$stage/tests/zerojit_core_gpu_tests"
+  PYTHONPATH=$stage/python step 300 "$out/languages.log" python3 -m unittest discover -v \
+    -s "$repo/python/tests" -t "$repo/python/tests" -p 'lang_gpu*.py'
+  PYTHONPATH=$stage/python step 240 "$out/languages.log" python3 "$repo/bench/triton_bench.py" \
+    --json "$out/triton.json"
+  step 60 "$out/languages.log" "$stage/bench/zerojit_bench_launch" \
+    --benchmark_filter=SideBySide --benchmark_repetitions=5 --benchmark_report_aggregates_only
+elif [ "$part" = tests ]; then
   nvidia-smi -L >"$out/gpu_tests.log" 2>&1
   step 120 "$out/gpu_tests.log" "$stage/tests/zerojit_core_gpu_tests"
   step 240 "$out/gpu_tests.log" "$stage/tests/zerojit_dsv4_gpu_tests"
@@ -30,6 +45,8 @@ if [ "$part" = tests ]; then
   if [ -d "$stage/python/zerojit" ]; then
     PYTHONPATH=$stage/python step 150 "$out/python.log" python3 -m unittest discover -v \
       -s "$repo/python/tests" -t "$repo/python/tests" -p 'test_gpu*.py'
+    PYTHONPATH=$stage/python step 300 "$out/languages.log" python3 -m unittest discover -v \
+      -s "$repo/python/tests" -t "$repo/python/tests" -p 'lang_gpu*.py'
   fi
 else
   step 60 "$out/bench.log" "$stage/bench/zerojit_bench_launch" --benchmark_repetitions=10 \
@@ -39,4 +56,6 @@ else
   step 240 "$out/bench.log" "$stage/bench/warmup_sweep.sh" "$stage" "$(nproc)"
   step 240 "$out/bench.log" "$stage/bench/zerojit_bench_kernels" --json "$out/bandwidth_zerojit.json"
   step 120 "$out/bench.log" python3 "$repo/bench/torch_composite.py" --json "$out/bandwidth_torch.json"
+  PYTHONPATH=$stage/python step 300 "$out/bench.log" python3 "$repo/bench/triton_bench.py" \
+    --json "$out/triton.json"
 fi

@@ -16,8 +16,8 @@ targets=("$@")
 # loaded at run time (nothing links it; the tool runs without it unless a remote is named),
 # redis-server is what its tests start.
 packages=(cmake make g++ libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
-          libcli11-dev libxxhash-dev python3 python3-dev pybind11-dev clang-format-14
-          libhiredis-dev redis-server)
+          libcli11-dev libxxhash-dev python3 python3-dev python3-venv pybind11-dev
+          clang-format-14 libhiredis-dev redis-server)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||
@@ -35,6 +35,23 @@ fi
 python3 -c 'import numpy' 2>/dev/null || python3 -m pip install -q --root-user-action=ignore numpy ||
   echo "zerojit setup: warning: no numpy for python3; the Python tests that need it skip" >&2
 
+# The kernel languages the Python tests compile (Triton, CuTeDSL), pinned in
+# python/tests/requirements.txt, in a virtual environment of this python3 (the interpreter the
+# module is built for); made again only when the pins change. Without it those tests skip,
+# saying so.
+test_env="$build/python-test-env"
+requirements="$root/python/tests/requirements.txt"
+if ! cmp -s "$requirements" "$test_env/requirements.txt" 2>/dev/null; then
+  echo "zerojit setup: installing the Python test environment in $test_env" >&2
+  if python3 -m venv --clear "$test_env" &&
+    "$test_env/bin/python" -m pip install -q --disable-pip-version-check -r "$requirements"; then
+    cp "$requirements" "$test_env/requirements.txt"
+  else
+    echo "zerojit setup: warning: the Python test environment could not be made; the Triton" \
+      "and CuTeDSL tests skip" >&2
+  fi
+fi
+
 # NVRTC and the CUDA headers come from the CUDA toolkit (not a Debian package). zerojit builds
 # without them; compiling kernels needs them at run time.
 if ! ls "${CUDA_HOME:-/usr/local/cuda}"/lib64/libnvrtc.so* >/dev/null 2>&1 && ! command -v nvcc >/dev/null; then
@@ -42,7 +59,7 @@ if ! ls "${CUDA_HOME:-/usr/local/cuda}"/lib64/libnvrtc.so* >/dev/null 2>&1 && ! 
 fi
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE="${ZEROJIT_BUILD_TYPE:-Release}" \
-  -DZEROJIT_WERROR="${ZEROJIT_WERROR:-ON}" >/dev/null
+  -DZEROJIT_WERROR="${ZEROJIT_WERROR:-ON}" -DZEROJIT_PYTHON_TEST_ENV="$test_env" >/dev/null
 if ((${#targets[@]})); then
   cmake --build "$build" -j "${ZEROJIT_JOBS:-$(nproc)}" --target "${targets[@]}"
 else

@@ -3,9 +3,66 @@
 
 #include "zerojit/backend.hpp"
 #include "zerojit/error.hpp"
+#include "zerojit/launch_record.hpp"
 
 namespace zerojit {
 namespace {
+
+constexpr std::uint32_t kDefaultSharedLimit = 48 * 1024;
+
+// What a Triton compiler fixed (launch_record.hpp) onto the loaded function, with the function
+// attributes the launch will need set now, at load time, never on the hot path.
+void apply_launch_record(const CompiledArtifact& artifact, LoadedFunction& loaded) {
+  const LaunchRecord record = decode_launch_record(artifact.launch_record, artifact.kernel_name);
+  adopt_launch_record(record, artifact.kernel_name + " [" + artifact.key_text + "]", loaded);
+  const cuda::DriverApi& api = cuda::driver();
+  if (record.shared_bytes > kDefaultSharedLimit) {
+    cuda::check(
+        api.cuFuncSetAttribute(loaded.function, cuda::kFuncAttributeMaxDynamicSharedSizeBytes,
+                               static_cast<int>(record.shared_bytes)),
+        "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES) for " + artifact.kernel_name);
+  }
+  if (record.cluster_ctas > 8) {  // past the portable cluster size
+    cuda::check(
+        api.cuFuncSetAttribute(loaded.function, cuda::kFuncAttributeNonPortableClusterSizeAllowed,
+                               1),
+        "cuFuncSetAttribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED) for " + artifact.kernel_name);
+  }
+}
+
+// cuLaunchKernelEx with the geometry's attributes.
+cuda::Result launch_with_attributes(const cuda::DriverApi& api, const LoadedFunction& function,
+                                    const LaunchGeometry& geometry, void** params,
+                                    cuda::Stream stream) {
+  if (api.cuLaunchKernelEx == nullptr) {
+    throw UnavailableError(
+        "this CUDA driver has no cuLaunchKernelEx (CUDA 12.0 or later), which a "
+        "launch with attributes (PDL, cooperative, cluster) needs");
+  }
+  const LaunchAttributes& wanted = geometry.attributes;
+  std::array<cuda::LaunchAttribute, 4> attributes{};
+  unsigned count = 0;
+  if (wanted.programmatic_serialization) {
+    attributes[count].id = cuda::kLaunchAttributeProgrammaticStreamSerialization;
+    attributes[count++].value.flag = 1;
+  }
+  if (wanted.cooperative) {
+    attributes[count].id = cuda::kLaunchAttributeCooperative;
+    attributes[count++].value.flag = 1;
+  }
+  if (wanted.cluster.x != 0) {
+    attributes[count].id = cuda::kLaunchAttributeClusterDimension;
+    attributes[count++].value.cluster = {wanted.cluster.x, wanted.cluster.y, wanted.cluster.z};
+    if (wanted.cluster_spread) {
+      attributes[count].id = cuda::kLaunchAttributeClusterSchedulingPolicyPreference;
+      attributes[count++].value.flag = cuda::kClusterSchedulingPolicySpread;
+    }
+  }
+  const cuda::LaunchConfig config{
+      geometry.grid.x,  geometry.grid.y,       geometry.grid.z, geometry.block.x,  geometry.block.y,
+      geometry.block.z, geometry.shared_bytes, stream,          attributes.data(), count};
+  return api.cuLaunchKernelEx(&config, function.function, params, nullptr);
+}
 
 class CudaBackend final : public Backend {
  public:
@@ -20,6 +77,10 @@ class CudaBackend final : public Backend {
 
   LoadedFunction load(const CompiledArtifact& artifact, std::string_view lowered_name,
                       int device) override {
+    if (artifact.language == Language::cutedsl) {
+      throw Error("kernel " + artifact.kernel_name + " [" + artifact.key_text +
+                  "]: a CuTeDSL entry is a host object, which the CUDA backend does not load");
+    }
     const cuda::DriverApi& api = cuda::driver();
     const cuda::ScopedDevice scope(device);  // the caller's thread keeps its context
     LoadedFunction loaded;
@@ -41,6 +102,7 @@ class CudaBackend final : public Backend {
         ++loaded.param_count;
       }
     }
+    if (artifact.language == Language::triton) apply_launch_record(artifact, loaded);
     return loaded;
   }
 
@@ -51,11 +113,18 @@ class CudaBackend final : public Backend {
     std::array<void*, kMaxKernelParams> pointers;
     args.fill_pointers(pointers);
     const cuda::DriverApi& api = cuda::driver();
-    if (geometry.shared_bytes > 48 * 1024) {
+    if (geometry.shared_bytes > kDefaultSharedLimit &&
+        geometry.shared_bytes != function.shared_bytes) {
       cuda::check(
           api.cuFuncSetAttribute(function.function, cuda::kFuncAttributeMaxDynamicSharedSizeBytes,
                                  static_cast<int>(geometry.shared_bytes)),
           "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+    }
+    if (geometry.attributes.any()) {
+      const cuda::Result result =
+          launch_with_attributes(api, function, geometry, pointers.data(), stream);
+      if (result != cuda::kSuccess) cuda::check(result, "cuLaunchKernelEx");
+      return;
     }
     const cuda::Result result =
         api.cuLaunchKernel(function.function, geometry.grid.x, geometry.grid.y, geometry.grid.z,

@@ -74,6 +74,10 @@ class Reader {
   bool failed_ = false;
 };
 
+bool language_is_known(std::uint32_t value) {
+  return value <= static_cast<std::uint32_t>(Language::cutedsl);
+}
+
 DecodedEntry problem(EntryProblem kind, std::string detail) {
   DecodedEntry entry;
   entry.problem = kind;
@@ -115,7 +119,8 @@ std::string_view to_string(EntryProblem problem) {
 
 std::string encode_entry(const CompiledArtifact& artifact) {
   std::string out;
-  out.reserve(kHeaderBytes + 256 + artifact.cubin.size() + artifact.log.size() + kChecksumBytes);
+  out.reserve(kHeaderBytes + 256 + artifact.cubin.size() + artifact.log.size() +
+              artifact.launch_record.size() + kChecksumBytes);
   out.append(kCacheEntryMagic);
   put_u32(out, kCacheEntryLayoutVersion);
   put_u32(out, static_cast<std::uint32_t>(kFormatVersion));
@@ -126,13 +131,13 @@ std::string encode_entry(const CompiledArtifact& artifact) {
 
   const IdentityComponents& c = artifact.components;
   for (std::uint64_t word :
-       {c.format, c.kernel, c.source, c.names, c.options, c.key, c.arch, c.nvrtc}) {
+       {c.format, c.kernel, c.source, c.names, c.options, c.key, c.arch, c.compiler}) {
     put_u64(out, word);
   }
   put_text(out, artifact.kernel_name);
   put_text(out, artifact.key_text);
   put_text(out, artifact.arch);
-  put_text(out, artifact.nvrtc_version);
+  put_text(out, artifact.compiler_version);
   put_u64(out, std::bit_cast<std::uint64_t>(artifact.compile_seconds));
   put_text(out, artifact.log);
   put_u32(out, static_cast<std::uint32_t>(artifact.lowered_names.size()));
@@ -140,6 +145,8 @@ std::string encode_entry(const CompiledArtifact& artifact) {
     put_text(out, name.expression);
     put_text(out, name.lowered);
   }
+  put_u32(out, static_cast<std::uint32_t>(artifact.language));  // layout 2
+  put_text(out, artifact.launch_record);                        // layout 2
   put_text(out, artifact.cubin);
 
   const std::uint64_t total = out.size() + kChecksumBytes;
@@ -164,10 +171,11 @@ DecodedEntry decode_entry(std::span<const std::byte> bytes, const ProgramIdentit
   Reader header(bytes.subspan(kCacheEntryMagic.size()));
   const std::uint32_t layout = header.u32();
   if (header.failed()) return problem(EntryProblem::truncated, "it ends inside its header");
-  if (layout != kCacheEntryLayoutVersion) {
-    return problem(EntryProblem::unsupported_layout, "entry layout " + std::to_string(layout) +
-                                                         ", this zerojit reads layout " +
-                                                         std::to_string(kCacheEntryLayoutVersion));
+  if (layout < kOldestCacheEntryLayoutVersion || layout > kCacheEntryLayoutVersion) {
+    return problem(EntryProblem::unsupported_layout,
+                   "entry layout " + std::to_string(layout) + ", this zerojit reads layouts " +
+                       std::to_string(kOldestCacheEntryLayoutVersion) + " to " +
+                       std::to_string(kCacheEntryLayoutVersion));
   }
   const std::uint32_t format_version = header.u32();
   const std::uint64_t total = header.u64();
@@ -202,13 +210,13 @@ DecodedEntry decode_entry(std::span<const std::byte> bytes, const ProgramIdentit
   artifact.identity = stored;
   IdentityComponents& c = artifact.components;
   for (std::uint64_t* word :
-       {&c.format, &c.kernel, &c.source, &c.names, &c.options, &c.key, &c.arch, &c.nvrtc}) {
+       {&c.format, &c.kernel, &c.source, &c.names, &c.options, &c.key, &c.arch, &c.compiler}) {
     *word = body.u64();
   }
   artifact.kernel_name = body.text(kMaxTextBytes);
   artifact.key_text = body.text(kMaxTextBytes);
   artifact.arch = body.text(kMaxTextBytes);
-  artifact.nvrtc_version = body.text(kMaxTextBytes);
+  artifact.compiler_version = body.text(kMaxTextBytes);
   artifact.compile_seconds = std::bit_cast<double>(body.u64());
   artifact.log = body.text(kMaxTextBytes);
   const std::uint32_t name_count = body.u32();
@@ -221,6 +229,15 @@ DecodedEntry decode_entry(std::span<const std::byte> bytes, const ProgramIdentit
     name.expression = body.text(kMaxTextBytes);
     name.lowered = body.text(kMaxTextBytes);
     artifact.lowered_names.push_back(std::move(name));
+  }
+  if (layout >= 2) {
+    const std::uint32_t language = body.u32();
+    if (!body.failed() && !language_is_known(language)) {
+      return problem(EntryProblem::malformed, "it records language " + std::to_string(language) +
+                                                  ", which zerojit does not know");
+    }
+    artifact.language = static_cast<Language>(language);
+    artifact.launch_record = body.text(kMaxTextBytes);
   }
   artifact.cubin = body.text(static_cast<std::uint32_t>(-1));
   if (body.failed()) return problem(EntryProblem::malformed, "a field runs past the entry's end");

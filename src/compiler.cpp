@@ -403,7 +403,7 @@ static CompiledArtifact assemble_artifact(const Program& program, std::string_vi
   artifact.kernel_name = program.kernel_name;
   artifact.key_text = program.key_text;
   artifact.arch = std::string(arch);
-  artifact.nvrtc_version = std::move(output.nvrtc_version);
+  artifact.compiler_version = std::move(output.nvrtc_version);
   artifact.log = std::move(output.log);
   artifact.cubin = std::move(output.cubin);
   artifact.lowered_names = std::move(output.lowered_names);

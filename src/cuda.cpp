@@ -64,6 +64,7 @@ DriverState load_driver() {
       resolve(library, a.cuFuncGetParamInfo, "cuFuncGetParamInfo", false, r) &&
       resolve(library, a.cuFuncLoad, "cuFuncLoad", false, r) &&
       resolve(library, a.cuLaunchKernel, "cuLaunchKernel", true, r) &&
+      resolve(library, a.cuLaunchKernelEx, "cuLaunchKernelEx", false, r) &&
       resolve(library, a.cuStreamCreate, "cuStreamCreate", true, r) &&
       resolve(library, a.cuStreamDestroy, "cuStreamDestroy_v2", true, r) &&
       resolve(library, a.cuStreamSynchronize, "cuStreamSynchronize", true, r) &&

@@ -54,7 +54,8 @@ KernelBase::Acquired KernelBase::acquire(const Acquire& request) {
     }
   }
   validate_arch(request.arch);
-  const ProgramIdentity identity = compute_identity(program, request.arch, runtime.nvrtc_version());
+  const ProgramIdentity identity = compute_identity(
+      program, request.arch, runtime.compiler_version(program.language, request.arch));
 
   // Single flight within the process: the first thread for an identity claims it (installs a
   // future) and finds or compiles the artifact; the others wait on the future.
@@ -160,6 +161,19 @@ const LoadedFunction& KernelBase::load_on_device(const Acquire& request,
       Runtime::instance().backend().load(artifact, entry, request.device);
   stats_.loads.fetch_add(1, std::memory_order_relaxed);
   return insert_executor(request.key, request.device, function);
+}
+
+void KernelBase::refuse_specialization(const std::string& key_text, const std::string& argument,
+                                       const std::string& detail, const std::string& descriptors) {
+  stats_.misses.fetch_add(1, std::memory_order_relaxed);
+  Monitor& monitor = Monitor::instance();
+  if (monitor.armed()) stats_.runtime_jit.fetch_add(1, std::memory_order_relaxed);
+  monitor.on_jit(JitEvent{JitEventKind::specialization, name_, key_text, descriptors,
+                          "argument '" + argument + "' " + detail});
+  throw InvalidArgument(name_, argument,
+                        detail + ", but its key [" + key_text +
+                            "] compiles no such specialization; dispatch must return a key whose "
+                            "program covers the call (nothing was compiled or launched)");
 }
 
 void KernelBase::refuse_arguments(const LoadedFunction& function, const KernelArgs& args) const {

@@ -34,8 +34,38 @@ std::optional<MonitorMode> parse_monitor_mode(std::string_view text) {
 }
 
 std::string_view to_string(JitEventKind kind) {
-  return kind == JitEventKind::compile ? "compile" : "module load";
+  switch (kind) {
+    case JitEventKind::compile:
+      return "compile";
+    case JitEventKind::load:
+      return "module load";
+    case JitEventKind::specialization:
+      return "specialization";
+  }
+  return "?";
 }
+
+namespace {
+
+std::string refusal_reason(const JitEvent& event) {
+  switch (event.kind) {
+    case JitEventKind::load:
+      // A load without a compile means the key was warmed, but not on the launch's device.
+      return "load after warmup (monitor in error mode): the key was compiled but never loaded "
+             "on this launch's device; warm up every device the runtime launches on";
+    case JitEventKind::specialization:
+      return "the call needs another specialization than its key compiles (monitor in error "
+             "mode): " +
+             event.detail + "; dispatch must return a key whose program covers this call";
+    case JitEventKind::compile:
+      break;
+  }
+  return "compile after warmup (monitor in error mode): the warmup space of this kernel does "
+         "not cover this runtime call" +
+         (event.detail.empty() ? std::string() : " (" + event.detail + ")");
+}
+
+}  // namespace
 
 Monitor& Monitor::instance() {
   static Monitor monitor;
@@ -60,6 +90,7 @@ void Monitor::on_jit(const JitEvent& event) {
   if (current == MonitorMode::off) return;
   std::string message = "runtime JIT after warmup: " + std::string(to_string(event.kind)) +
                         " of kernel " + event.kernel + " [" + event.key + "]";
+  if (!event.detail.empty()) message += ": " + event.detail;
   if (!event.descriptors.empty()) message += "\n  runtime descriptors: " + event.descriptors;
   std::function<void(std::string_view)> sink;
   std::function<void(const JitEvent&)> callback;
@@ -74,13 +105,7 @@ void Monitor::on_jit(const JitEvent& event) {
   if (callback) callback(event);
   if (current == MonitorMode::error) {
     // A load without a compile means the key was warmed, but not on the launch's device.
-    throw RuntimeJitError(
-        event.kernel, event.key, event.descriptors,
-        event.kind == JitEventKind::load
-            ? "load after warmup (monitor in error mode): the key was compiled but never loaded "
-              "on this launch's device; warm up every device the runtime launches on"
-            : "compile after warmup (monitor in error mode): the warmup space of this kernel "
-              "does not cover this runtime call");
+    throw RuntimeJitError(event.kernel, event.key, event.descriptors, refusal_reason(event));
   }
   if (!report) return;
   message +=
@@ -91,6 +116,26 @@ void Monitor::on_jit(const JitEvent& event) {
   } else {
     log_warning("monitor", message);
   }
+}
+
+void Monitor::on_foreign_jit(const JitEvent& event, const std::string& counter) {
+  KernelStats* stats = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& foreign : foreign_) {
+      if (foreign->name == counter) stats = &foreign->stats;
+    }
+    if (stats == nullptr) {
+      foreign_.push_back(std::make_unique<ForeignCounter>());
+      foreign_.back()->name = counter;
+      stats = &foreign_.back()->stats;
+      tracked_.emplace_back(&foreign_.back()->name, stats);
+    }
+  }
+  (event.kind == JitEventKind::load ? stats->loads : stats->compiles)
+      .fetch_add(1, std::memory_order_relaxed);
+  if (armed()) stats->runtime_jit.fetch_add(1, std::memory_order_relaxed);
+  on_jit(event);
 }
 
 void Monitor::set_sink(std::function<void(std::string_view)> sink) {

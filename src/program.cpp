@@ -65,6 +65,25 @@ class Hasher {
 
 }  // namespace
 
+std::string_view to_string(Language language) {
+  switch (language) {
+    case Language::cuda:
+      return "cuda";
+    case Language::triton:
+      return "triton";
+    case Language::cutedsl:
+      return "cutedsl";
+  }
+  return "?";
+}
+
+std::optional<Language> parse_language(std::string_view text) {
+  for (Language language : {Language::cuda, Language::triton, Language::cutedsl}) {
+    if (text == to_string(language)) return language;
+  }
+  return std::nullopt;
+}
+
 ResolvedSource resolve_program_source(const Program& program) {
   if (program.files == nullptr) {
     throw Error("kernel " + program.kernel_name + ": program has no embedded file set");
@@ -81,37 +100,48 @@ ResolvedSource resolve_program_source(const Program& program) {
 }
 
 IdentityComponents identity_components(const Program& program, std::string_view arch,
-                                       std::string_view nvrtc_version) {
-  const ResolvedSource resolved = resolve_program_source(program);
+                                       std::string_view compiler_version) {
   IdentityComponents components;
   components.format = Hasher().add("zerojit-format").add(std::to_string(kFormatVersion)).digest();
   components.kernel = Hasher().add(program.kernel_name).digest();
   Hasher source;
-  source.add(program.source_path).add(resolved.source);
-  for (const auto& header : resolved.headers) source.add(header.path).add(header.content);
+  Hasher options;
+  if (program.language == Language::cuda) {
+    const ResolvedSource resolved = resolve_program_source(program);
+    source.add(program.source_path).add(resolved.source);
+    for (const auto& header : resolved.headers) source.add(header.path).add(header.content);
+    for (std::string_view option : kDefaultNvrtcOptions) options.add(option);
+    options.add(program.needs_toolkit_headers ? "toolkit-headers" : "no-toolkit-headers");
+  } else {
+    // Another language's source is hashed as its compiler is given it: every file, in order.
+    if (program.files == nullptr || program.files->files().empty()) {
+      throw Error("kernel " + program.kernel_name + ": a " +
+                  std::string(to_string(program.language)) + " program has no source");
+    }
+    source.add(program.source_path);
+    for (const EmbeddedFile& file : program.files->files()) source.add(file.path).add(file.content);
+    options.add(to_string(program.language)).add(program.compile_request);
+  }
   components.source = source.digest();
   Hasher names;
   for (const auto& expression : program.name_expressions) names.add(expression);
   components.names = names.digest();
-  Hasher options;
-  for (std::string_view option : kDefaultNvrtcOptions) options.add(option);
-  options.add(program.needs_toolkit_headers ? "toolkit-headers" : "no-toolkit-headers");
   for (const auto& option : program.options) options.add(option);
   components.options = options.digest();
   components.key = Hasher().add(program.key_text).digest();
   components.arch = Hasher().add(arch).digest();
-  components.nvrtc = Hasher().add(nvrtc_version).digest();
+  components.compiler = Hasher().add(compiler_version).digest();
   return components;
 }
 
 ProgramIdentity compute_identity(const Program& program, std::string_view arch,
-                                 std::string_view nvrtc_version) {
-  return identity_from_components(identity_components(program, arch, nvrtc_version));
+                                 std::string_view compiler_version) {
+  return identity_from_components(identity_components(program, arch, compiler_version));
 }
 
 ProgramIdentity identity_from_components(const IdentityComponents& c) {
   const std::uint64_t words[] = {c.format,  c.kernel, c.source, c.names,
-                                 c.options, c.key,    c.arch,   c.nvrtc};
+                                 c.options, c.key,    c.arch,   c.compiler};
   const XXH128_hash_t hash = XXH3_128bits(words, sizeof words);
   ProgramIdentity identity;
   identity.words = {hash.high64, hash.low64};

@@ -69,7 +69,8 @@ std::string Runtime::nvrtc_version() {
     // compiled, but entries compiled elsewhere can be found under the version they record,
     // when they record exactly one. With several, no choice is safe: say so.
     const std::vector<std::string> recorded =
-        store_ ? store_->recorded_nvrtc_versions() : std::vector<std::string>{};
+        store_ ? store_->recorded_compiler_versions(Language::cuda, {})
+               : std::vector<std::string>{};
     if (recorded.size() == 1) {
       nvrtc_version_ = recorded.front();
       return nvrtc_version_;
@@ -91,9 +92,93 @@ CompileExecutor* Runtime::compile_executor() const {
   return compile_executors_.empty() ? nullptr : compile_executors_.back();
 }
 
+std::string Runtime::compiler_version(Language language, std::string_view arch) {
+  if (language == Language::cuda) return nvrtc_version();
+  const std::pair<Language, std::string> slot{language, std::string(arch)};
+  std::shared_ptr<LanguageCompiler> compiler;
+  std::shared_ptr<ArtifactStore> store;
+  {
+    std::lock_guard lock(mutex_);
+    if (auto known = compiler_versions_.find(slot); known != compiler_versions_.end()) {
+      return known->second;
+    }
+    if (auto found = language_compilers_.find(language); found != language_compilers_.end()) {
+      compiler = found->second;
+    }
+    store = store_;
+  }
+  // Asked without the lock: the compiler may call into Python, whose lock another thread may
+  // hold while it waits for this one.
+  std::string version;
+  std::string missing = "no " + std::string(to_string(language)) + " compiler is installed";
+  if (compiler) {
+    try {
+      version = compiler->version(arch);
+    } catch (const UnavailableError& error) {
+      missing = error.what();
+    }
+  }
+  if (version.empty()) {
+    // Entries compiled elsewhere are found under the version they record, when they record
+    // exactly one for this language and arch (a pack served where the compiler is absent).
+    const std::vector<std::string> recorded =
+        store ? store->recorded_compiler_versions(language, arch) : std::vector<std::string>{};
+    if (recorded.size() != 1) {
+      std::string versions;
+      for (const std::string& each : recorded) versions += (versions.empty() ? "" : ", ") + each;
+      throw UnavailableError(
+          missing +
+          (recorded.empty()
+               ? "; and the cache records no " + std::string(to_string(language)) +
+                     " entries for " + std::string(arch)
+               : "; and the cache (" + store->describe() + ") records entries of several " +
+                     std::string(to_string(language)) + " versions for " + std::string(arch) +
+                     " (" + versions + "), so none can be chosen"));
+    }
+    version = recorded.front();
+  }
+  std::lock_guard lock(mutex_);
+  return compiler_versions_.emplace(slot, version).first->second;
+}
+
+void Runtime::set_language_compiler(Language language, std::shared_ptr<LanguageCompiler> compiler) {
+  std::lock_guard lock(mutex_);
+  if (compiler) {
+    language_compilers_[language] = std::move(compiler);
+  } else {
+    language_compilers_.erase(language);
+  }
+  std::erase_if(compiler_versions_,
+                [language](const auto& known) { return known.first.first == language; });
+}
+
+std::shared_ptr<LanguageCompiler> Runtime::language_compiler(Language language) const {
+  std::lock_guard lock(mutex_);
+  const auto found = language_compilers_.find(language);
+  return found == language_compilers_.end() ? nullptr : found->second;
+}
+
 CompiledArtifact Runtime::compile(const Program& program, std::string_view arch,
                                   const ProgramIdentity& identity) {
-  return compile_program(program, arch, identity, compile_executor());
+  if (program.language == Language::cuda) {
+    return compile_program(program, arch, identity, compile_executor());
+  }
+  const std::shared_ptr<LanguageCompiler> compiler = language_compiler(program.language);
+  if (!compiler) {
+    throw UnavailableError("kernel " + program.kernel_name + " [" + program.key_text + "]: no " +
+                           std::string(to_string(program.language)) +
+                           " compiler is installed in this process (the Python module installs "
+                           "it; import zerojit with the compiler's package installed)");
+  }
+  CompiledArtifact artifact = compiler->compile(program, arch);
+  artifact.identity = identity;
+  artifact.language = program.language;
+  artifact.kernel_name = program.kernel_name;
+  artifact.key_text = program.key_text;
+  artifact.arch = std::string(arch);
+  artifact.compiler_version = compiler_version(program.language, arch);
+  artifact.components = identity_components(program, arch, artifact.compiler_version);
+  return artifact;
 }
 
 Runtime::CompileExecutorInstallation::CompileExecutorInstallation(CompileExecutor& executor)

@@ -41,11 +41,15 @@ class ArtifactStore {
   virtual void remember_nvrtc_version(std::string_view fingerprint,
                                       std::string_view version) noexcept = 0;
 
-  // The NVRTC versions the stored artifacts were compiled with, as the store records them.
-  // A process that cannot load NVRTC at all (a serving image with only an ahead-of-time pack)
-  // computes its identities with the version when exactly one is recorded
-  // (Runtime::nvrtc_version), so that the pack's entries are found and verified.
-  virtual std::vector<std::string> recorded_nvrtc_versions() { return {}; }
+  // The compiler versions the stored artifacts of `language` were compiled with for `arch`
+  // (for CUDA C++, NVRTC's versions, whatever the arch), as the store records them. A process
+  // that cannot load the compiler at all (a serving image with only an ahead-of-time pack, no
+  // NVRTC, no Triton) computes its identities with the version when exactly one is recorded
+  // (Runtime::compiler_version), so that the pack's entries are found and verified.
+  virtual std::vector<std::string> recorded_compiler_versions(Language /*language*/,
+                                                              std::string_view /*arch*/) {
+    return {};
+  }
 };
 
 }  // namespace zerojit

@@ -23,6 +23,13 @@ struct LoadedFunction {
   int device = 0;
   int param_count = -1;  // -1: the driver cannot say (no cuFuncGetParamInfo); no check then
   std::array<std::uint32_t, kMaxKernelParams> param_sizes{};
+  // What the compiler fixed about the launch (its launch record, launch_record.hpp), for a
+  // language whose compiler decides it (Triton); left as is for CUDA C++, whose plan decides.
+  std::uint32_t block_threads = 0;
+  std::uint32_t shared_bytes = 0;
+  std::uint32_t grid_x_multiplier = 1;       // Triton's num_ctas
+  std::uint32_t trailing_null_pointers = 0;  // Triton's scratch parameters, passed null
+  LaunchAttributes attributes;
 };
 
 class Backend {
@@ -33,10 +40,13 @@ class Backend {
   // The NVRTC target for a device, e.g. "sm_90a".
   virtual std::string target_arch(int device) = 0;
   // Loads the artifact on the device and resolves `lowered_name` eagerly (no lazy loading
-  // left for the first launch). The module stays loaded for the life of the process.
+  // left for the first launch); a Triton artifact's launch record fills in what its compiler
+  // fixed. The module stays loaded for the life of the process.
   virtual LoadedFunction load(const CompiledArtifact& artifact, std::string_view lowered_name,
                               int device) = 0;
   virtual bool is_capturing(cuda::Stream stream) = 0;
+  // Launches with cuLaunchKernel, or with cuLaunchKernelEx when the geometry carries launch
+  // attributes.
   virtual void launch(const LoadedFunction& function, const LaunchGeometry& geometry,
                       const KernelArgs& args, cuda::Stream stream) = 0;
 };

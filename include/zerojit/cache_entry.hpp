@@ -15,8 +15,11 @@
 
 namespace zerojit {
 
-// Version of the entry layout below. A reader refuses a layout it does not know.
-inline constexpr std::uint32_t kCacheEntryLayoutVersion = 1;
+// Version of the entry layout written (docs/CACHE.md). Layout 2 added the language (the entry
+// kind) and the launch record; layout 1 entries (CUDA C++ only) are still read. A reader
+// refuses a layout it does not know.
+inline constexpr std::uint32_t kCacheEntryLayoutVersion = 2;
+inline constexpr std::uint32_t kOldestCacheEntryLayoutVersion = 1;
 // Every entry starts with these 8 bytes. The high first byte catches text-mode mangling.
 inline constexpr std::string_view kCacheEntryMagic{"\x89ZJCACHE", 8};
 // A decoded entry is never larger than this: a bigger file is rejected before it is read.

@@ -23,15 +23,20 @@ std::string_view to_string(ArtifactOrigin origin);
 // The result of compiling one program for one arch.
 struct CompiledArtifact {
   ProgramIdentity identity;
-  IdentityComponents components;  // what went into the identity (for explaining misses)
+  IdentityComponents components;       // what went into the identity (for explaining misses)
+  Language language = Language::cuda;  // the entry kind: what `image` is and how it loads
   std::string kernel_name;
   std::string key_text;
   std::string arch;
-  std::string nvrtc_version;
-  std::string cubin;  // the binary image
+  std::string compiler_version;  // NVRTC's "13.0"; Triton's "triton-3.6.0+ptxas-12.8"
+  // The binary image: a cubin (CUDA C++, Triton), an exported host object (CuTeDSL).
+  std::string cubin;
   std::vector<LoweredName> lowered_names;
+  // How the compiler fixed the launch (launch_record.hpp; empty for CUDA C++, whose plan owns
+  // its launch).
+  std::string launch_record;
   double compile_seconds = 0.0;
-  std::string log;  // NVRTC's log (warnings) of a successful compile
+  std::string log;  // the compiler's log (warnings) of a successful compile
 
   // The lowered name of an expression; throws zerojit::Error if the program had none such.
   const std::string& lowered(std::string_view expression) const;

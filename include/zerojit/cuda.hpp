@@ -51,6 +51,35 @@ inline constexpr int kStreamCaptureModeGlobal = 0;
 inline constexpr int kStreamCaptureModeThreadLocal = 1;
 inline constexpr int kStreamCaptureModeRelaxed = 2;
 inline constexpr int kEventDefault = 0;
+inline constexpr int kAttributeMaxSharedMemoryPerBlockOptin = 97;
+inline constexpr int kFuncAttributeNonPortableClusterSizeAllowed = 14;
+inline constexpr int kLaunchAttributeCooperative = 2;
+inline constexpr int kLaunchAttributeClusterDimension = 4;
+inline constexpr int kLaunchAttributeClusterSchedulingPolicyPreference = 5;
+inline constexpr int kLaunchAttributeProgrammaticStreamSerialization = 6;
+inline constexpr int kClusterSchedulingPolicySpread = 1;
+
+// CUlaunchAttribute and CUlaunchConfig, laid out as cuda.h lays them out (test_cuda_constants
+// compares sizes and offsets where the header is installed).
+struct LaunchAttribute {
+  int id = 0;
+  char pad[4] = {};
+  union Value {
+    char pad[64];
+    int flag;  // cooperative, programmatic stream serialization, cluster scheduling policy
+    struct {
+      unsigned x, y, z;
+    } cluster;
+  } value{};
+};
+struct LaunchConfig {
+  unsigned grid_x, grid_y, grid_z;
+  unsigned block_x, block_y, block_z;
+  unsigned shared_bytes;
+  Stream stream;
+  LaunchAttribute* attributes;
+  unsigned attribute_count;
+};
 
 // Function table of the driver. Entries marked optional are null on drivers that lack them.
 struct DriverApi {
@@ -78,6 +107,9 @@ struct DriverApi {
   Result (*cuLaunchKernel)(Function function, unsigned grid_x, unsigned grid_y, unsigned grid_z,
                            unsigned block_x, unsigned block_y, unsigned block_z,
                            unsigned shared_bytes, Stream stream, void** params, void** extra);
+  // Optional (CUDA 12.0+): launches that carry attributes (launch.hpp) need it.
+  Result (*cuLaunchKernelEx)(const LaunchConfig* config, Function function, void** params,
+                             void** extra);
   Result (*cuStreamCreate)(Stream* stream, unsigned int flags);
   Result (*cuStreamDestroy)(Stream stream);
   Result (*cuStreamSynchronize)(Stream stream);

@@ -90,7 +90,8 @@ struct CacheEntryInfo {
   std::string kernel;    // the rest from its content (empty when it does not decode)
   std::string key;
   std::string arch;
-  std::string nvrtc_version;
+  Language language = Language::cuda;
+  std::string compiler_version;
   std::uint64_t size_bytes = 0;
   double age_seconds = 0.0;  // since it was last used (or written)
   EntryProblem problem = EntryProblem::none;
@@ -125,7 +126,7 @@ struct CacheGcReport {
 
 // How a wanted identity differs from the nearest entry of the same kernel.
 struct IdentityDifference {
-  std::string component;  // format | source | names | options | key | arch | nvrtc
+  std::string component;  // format | source | names | options | key | arch | compiler
   std::string wanted;     // readable where the entry records the text, else the hash
   std::string found;
 };
@@ -134,7 +135,8 @@ struct MissExplanation {
   std::string kernel;
   std::string key;
   std::string arch;
-  std::string nvrtc_version;
+  Language language = Language::cuda;
+  std::string compiler_version;  // NVRTC's for CUDA C++
   std::string identity;
   bool present = false;  // a verified entry with this identity exists: a hit, not a miss
   std::string present_layer;
@@ -165,8 +167,10 @@ class DiskCache final : public ArtifactStore {
   void remember_nvrtc_version(std::string_view fingerprint,
                               std::string_view version) noexcept override;
   // The versions recorded in the entries/ directory of every layer and of the root (each
-  // publish records its artifact's version there), sorted, each once.
-  std::vector<std::string> recorded_nvrtc_versions() override;
+  // publish records its artifact's language, arch and compiler version there), sorted, each
+  // once.
+  std::vector<std::string> recorded_compiler_versions(Language language,
+                                                      std::string_view arch) override;
 
   const DiskCacheOptions& options() const;
   // Opens the root if not yet done. `state_reason` says why it is not writable.
@@ -188,13 +192,16 @@ class DiskCache final : public ArtifactStore {
   CacheGcReport gc(std::optional<std::uint64_t> max_bytes = std::nullopt);
   // Removes every entry of the root that no process is reading, and the rest of its files.
   CacheGcReport clear();
-  // Why `program` for (arch, nvrtc_version) is (or is not) a hit: the nearest entry of the
-  // same kernel and the identity components that differ from it.
+  // Why `program` for (arch, compiler_version) is (or is not) a hit: the nearest entry of the
+  // same kernel and the identity components that differ from it. `compiler_version` is the
+  // version of the program's language's compiler (NVRTC's for CUDA C++).
   MissExplanation explain(const Program& program, std::string_view arch,
-                          std::string_view nvrtc_version);
-  // The same for many programs, reading the entries once.
-  std::vector<MissExplanation> explain(const std::vector<Program>& programs, std::string_view arch,
-                                       std::string_view nvrtc_version);
+                          std::string_view compiler_version);
+  // The same for many programs, reading the entries once; `compiler_version(language)` names
+  // each language's compiler version.
+  std::vector<MissExplanation> explain(
+      const std::vector<Program>& programs, std::string_view arch,
+      const std::function<std::string(Language language)>& compiler_version);
 
  private:
   // Shared with the lock guards handed out, which may outlive a store being replaced.

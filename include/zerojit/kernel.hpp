@@ -110,6 +110,16 @@ class KernelBase {
 
   // Number of keys with an executor on some device.
   virtual std::size_t executor_count() const = 0;
+
+  // A call whose arguments need another specialization than the one its key compiles (a
+  // Triton key's program compiled `n` divisible by 16 and the call passes 17): counted as a
+  // miss, reported to the monitor (a RuntimeJitError in error mode), and always refused with
+  // InvalidArgument naming `argument` and the class (`detail`: "is 2, and the program compiled
+  // it as the constant 1"), since no warmed code fits the call and its key names no other.
+  // Nothing is compiled and nothing is launched.
+  [[noreturn]] void refuse_specialization(const std::string& key_text, const std::string& argument,
+                                          const std::string& detail,
+                                          const std::string& descriptors = {});
   // Drops executors and in-memory artifacts and zeroes the counters. For tests only, with no
   // launch running.
   virtual void reset_for_testing() = 0;
@@ -289,6 +299,32 @@ class JitKernel : public KernelBase {
                             descriptors ? DescriptorText::of(*descriptors) : DescriptorText{});
   }
 
+  // A launch whose block, dynamic shared memory, cluster and launch attributes its compiler
+  // fixed (a Triton kernel: the loaded function's launch record, launch_record.hpp): `grid` is
+  // the program grid, as Triton's launcher takes it (its x is multiplied by the cluster size);
+  // `args` the call's arguments, to which the record's trailing null pointers are appended.
+  // The hot path is launch()'s: a lock-free lookup, the argument check, the launch.
+  void launch_recorded(const Key& key, Dim3 grid, KernelArgs& args, LaunchTarget target,
+                       DescriptorText descriptors = {}) {
+    if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
+    const LoadedFunction* function = executors_.find(key, target.device);
+    if (function == nullptr) {
+      function = &load_slow(key, target, descriptors);
+    } else {
+      stats_.hits.fetch_add(1, std::memory_order_relaxed);
+    }
+    for (std::uint32_t i = 0; i < function->trailing_null_pointers; ++i) {
+      args.push(static_cast<void*>(nullptr));
+    }
+    check_arguments(*function, args);
+    LaunchGeometry geometry;
+    geometry.grid = {grid.x * function->grid_x_multiplier, grid.y, grid.z};
+    geometry.block = {function->block_threads, 1, 1};
+    geometry.shared_bytes = function->shared_bytes;
+    geometry.attributes = function->attributes;
+    Runtime::instance().backend().launch(*function, geometry, args, target.stream);
+  }
+
   // Whether (key, device) has a loaded function: a launch of it takes the hit path.
   bool has_executor(const Key& key, int device) const {
     return executors_.find(key, device) != nullptr;
@@ -332,7 +368,7 @@ class JitKernel : public KernelBase {
  private:
   Owner& owner() { return static_cast<Owner&>(*this); }
 
-  // By reference: a spec carries its argument buffer inline (KernelArgs, ~1.7 KB), and a copy
+  // By reference: a spec carries its argument buffer inline (KernelArgs, ~1.3 KB), and a copy
   // per hop is most of the hit path's cost (measured: 250 against 75 ns a launch on a null
   // backend with one extra by-value hop).
   template <class Spec>

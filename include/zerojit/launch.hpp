@@ -19,20 +19,39 @@ struct Dim3 {
   bool operator==(const Dim3&) const = default;
 };
 
+// Launch attributes (cuLaunchKernelEx). A launch that carries none goes through cuLaunchKernel,
+// so the hit path of every other kernel costs what it did.
+struct LaunchAttributes {
+  // Programmatic dependent launch: the kernel may start while the previous kernel in the stream
+  // is still running; it must wait for that kernel's results (griddepcontrol.wait) before it
+  // reads them.
+  bool programmatic_serialization = false;
+  bool cooperative = false;  // the grid may synchronize as a whole (all CTAs resident)
+  Dim3 cluster{0, 0, 0};     // thread block cluster dimensions; x == 0: no cluster attribute
+  // Spread a cluster's CTAs over the SMs (Triton asks for it with every cluster).
+  bool cluster_spread = false;
+
+  bool any() const { return programmatic_serialization || cooperative || cluster.x != 0; }
+  bool operator==(const LaunchAttributes&) const = default;
+};
+
 struct LaunchGeometry {
   Dim3 grid;
   Dim3 block;
   std::uint32_t shared_bytes = 0;  // dynamic shared memory
+  LaunchAttributes attributes;
 
   // A grid with no blocks: the launch is skipped (and nothing is compiled for it).
   bool empty() const { return grid.x == 0 || grid.y == 0 || grid.z == 0; }
   bool operator==(const LaunchGeometry&) const = default;
 };
 
-inline constexpr int kMaxKernelParams = 32;
-// Enough for any argument block of zerojit's kernels (the largest DSv4 block is ~200 bytes);
-// small so that building and copying a launch spec stays cheap on the hot path.
-inline constexpr std::size_t kKernelArgBytes = 512;
+// Room for a Triton kernel's flattened parameter list (every pointer, size and stride of a
+// fused kernel, plus Triton's two scratch pointers) and for any of zerojit's own argument
+// blocks (the largest DSv4 block is ~200 bytes); small enough that building a launch spec on
+// the hot path stays cheap (it is passed by reference, never copied: kernel.hpp).
+inline constexpr int kMaxKernelParams = 64;
+inline constexpr std::size_t kKernelArgBytes = 1024;
 
 // Kernel arguments packed by value into a fixed buffer: building them never allocates, and a
 // copy stays valid (offsets, not pointers, are stored).

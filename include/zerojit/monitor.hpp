@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -20,7 +21,10 @@ std::string_view to_string(MonitorMode mode);
 // "off" | "warn" | "error" (case-insensitive); std::nullopt otherwise.
 std::optional<MonitorMode> parse_monitor_mode(std::string_view text);
 
-enum class JitEventKind { compile, load };
+// What the monitor saw: a compile, a module load, or a call whose arguments need another
+// specialization than the one its key compiles (a Triton key that does not name a class its
+// call falls into, e.g. an integer not divisible by 16 where the key compiled divisibility).
+enum class JitEventKind { compile, load, specialization };
 std::string_view to_string(JitEventKind kind);
 
 // One runtime JIT the monitor saw.
@@ -29,6 +33,7 @@ struct JitEvent {
   std::string kernel;
   std::string key;
   std::string descriptors;  // the runtime descriptors that produced the key (may be empty)
+  std::string detail;       // what needs the other specialization (the argument and class)
 };
 
 // A kernel's counters, as read at one moment.
@@ -80,6 +85,12 @@ class Monitor {
   // RuntimeJitError naming the kernel, the key and the descriptors.
   void on_jit(const JitEvent& event);
 
+  // A compile or module load of a kernel zerojit does not own (another library's Triton kernel,
+  // seen by the Python module's Triton guard): counted under `counter` (a pseudo-kernel in
+  // counters(), e.g. "triton.foreign"), then handled as on_jit handles an event (reported, or
+  // refused in error mode). Counted even while the monitor is not armed (a warmup's own).
+  void on_foreign_jit(const JitEvent& event, const std::string& counter);
+
   // Where warnings go (default: the library log, log.hpp, as warnings of component
   // "monitor"). Tests capture them.
   void set_sink(std::function<void(std::string_view)> sink);
@@ -123,6 +134,11 @@ class Monitor {
   std::function<void(std::string_view)> sink_;
   std::function<void(const JitEvent&)> event_callback_;
   std::vector<std::pair<const std::string*, const KernelStats*>> tracked_;
+  struct ForeignCounter {
+    std::string name;
+    KernelStats stats;
+  };
+  std::vector<std::unique_ptr<ForeignCounter>> foreign_;  // tracked as kernels, never removed
   std::set<std::pair<std::string, std::string>> reported_;
   std::vector<JitEvent> events_;
 };

@@ -1,8 +1,9 @@
-// What NVRTC compiles for one key, and the content hash that identifies the result.
+// What a compiler compiles for one key, and the content hash that identifies the result.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,6 +19,15 @@ inline constexpr int kFormatVersion = 1;
 // Options every compile gets, before the program's own. Part of the identity.
 inline constexpr std::string_view kDefaultNvrtcOptions[] = {"-std=c++17", "-default-device"};
 
+// The kernel languages zerojit compiles. CUDA C++ is compiled by NVRTC in the core; Triton and
+// CuTeDSL are compiled by their own Python compilers, which the Python module installs on the
+// Runtime (Runtime::set_language_compiler) and runs in worker processes. Every tier (executor
+// cache, disk, packs, Redis), the monitor and the capture guard serve every language alike.
+enum class Language : std::uint8_t { cuda = 0, triton = 1, cutedsl = 2 };
+std::string_view to_string(Language language);
+// "cuda" | "triton" | "cutedsl"; std::nullopt otherwise.
+std::optional<Language> parse_language(std::string_view text);
+
 struct Program {
   std::string kernel_name;                    // the owning kernel, for messages and identity
   const EmbeddedFileSet* files = nullptr;     // where the source and its includes resolve
@@ -28,6 +38,14 @@ struct Program {
   // Set when the source includes CUDA toolkit headers (<cuda_fp16.h>, ...): the compiler then
   // adds the toolkit's include directory. Their content is covered by the NVRTC version.
   bool needs_toolkit_headers = false;
+
+  // For a language other than CUDA C++: `files` holds the kernel's source as its compiler sees
+  // it (every file hashed as it is, no #include resolution), `name_expressions` the function,
+  // and `compile_request` everything else the language's compiler needs for this key (Triton:
+  // the signature, constexprs, attributes and options), opaque to the core and part of the
+  // identity.
+  Language language = Language::cuda;
+  std::string compile_request;
 };
 
 // An embedded header a program includes, found by following #include "..." directives.
@@ -47,8 +65,9 @@ ResolvedSource resolve_program_source(const Program& program);
 
 // 128-bit content hash of everything that changes the compiled binary: zerojit's format
 // version, the kernel name, the source and each included header (path and content), the name
-// expressions, the options, the key's text, the target arch and the NVRTC version. It holds
-// no absolute path, so a cache stays valid when the tree or the toolkit moves.
+// expressions, the options (and the language with its compile request), the key's text, the
+// target arch and the compiler's version. It holds no absolute path, so a cache stays valid when
+// the tree or the toolkit moves.
 struct ProgramIdentity {
   std::array<std::uint64_t, 2> words{};
 
@@ -59,23 +78,23 @@ struct ProgramIdentity {
 };
 
 ProgramIdentity compute_identity(const Program& program, std::string_view arch,
-                                 std::string_view nvrtc_version);
+                                 std::string_view compiler_version);
 
 // The identity's inputs, one hash each, so that a cache miss can say which part differs from
-// its nearest neighbour (source, options, arch, NVRTC version, ...).
+// its nearest neighbour (source, options, arch, compiler version, ...).
 struct IdentityComponents {
   std::uint64_t format = 0;
   std::uint64_t kernel = 0;
-  std::uint64_t source = 0;  // source + headers
-  std::uint64_t names = 0;   // name expressions
-  std::uint64_t options = 0;
+  std::uint64_t source = 0;   // source + headers
+  std::uint64_t names = 0;    // name expressions
+  std::uint64_t options = 0;  // options, language and compile request
   std::uint64_t key = 0;
   std::uint64_t arch = 0;
-  std::uint64_t nvrtc = 0;
+  std::uint64_t compiler = 0;  // the compiler's version (NVRTC's, Triton's with its ptxas, ...)
   bool operator==(const IdentityComponents&) const = default;
 };
 IdentityComponents identity_components(const Program& program, std::string_view arch,
-                                       std::string_view nvrtc_version);
+                                       std::string_view compiler_version);
 
 // The identity that `components` hash into (compute_identity is this of identity_components).
 // Lets a stored entry be checked for agreement between its identity and its components.

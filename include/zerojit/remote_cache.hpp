@@ -164,7 +164,8 @@ class TieredStore final : public ArtifactStore {
   std::optional<std::string> recall_nvrtc_version(std::string_view fingerprint) override;
   void remember_nvrtc_version(std::string_view fingerprint,
                               std::string_view version) noexcept override;
-  std::vector<std::string> recorded_nvrtc_versions() override;
+  std::vector<std::string> recorded_compiler_versions(Language language,
+                                                      std::string_view arch) override;
 
   const std::shared_ptr<ArtifactStore>& local() const { return local_; }
   const std::shared_ptr<RemoteCache>& remote() const { return remote_; }

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "zerojit/artifact_store.hpp"
@@ -16,6 +18,21 @@
 namespace zerojit {
 
 class KernelBase;
+
+// The compiler of a language other than CUDA C++ (Triton, CuTeDSL). Its compiles need Python,
+// so the Python module installs one per language (Runtime::set_language_compiler); it runs
+// them in worker processes, never on the serving thread.
+class LanguageCompiler {
+ public:
+  virtual ~LanguageCompiler() = default;
+  // The compiler's version for an arch as identities name it (e.g. "triton-3.6.0+ptxas-12.8.93":
+  // Triton picks ptxas by arch). Throws UnavailableError when the compiler is not installed.
+  virtual std::string version(std::string_view arch) = 0;
+  // Compiles `program` for `arch`: the artifact's image, lowered names, launch record, log and
+  // compile time (the Runtime fills in the identity and what the program says). Throws
+  // CompileError (the compiler's message) or UnavailableError.
+  virtual CompiledArtifact compile(const Program& program, std::string_view arch) = 0;
+};
 
 class Runtime {
  public:
@@ -39,9 +56,27 @@ class Runtime {
   // records none or several.
   std::string nvrtc_version();
 
+  // The version of `language`'s compiler for `arch`, as identities use it: NVRTC's for CUDA C++
+  // (nvrtc_version); otherwise the installed language compiler's, asked once per arch. Where
+  // that compiler is not installed (a serving image with a pack and no Triton), the one version
+  // the store records for the language and arch; UnavailableError when it records none or
+  // several.
+  std::string compiler_version(Language language, std::string_view arch);
+
+  // The identity of `program` on `arch`, with its language's compiler version.
+  ProgramIdentity identity_of(const Program& program, std::string_view arch) {
+    return compute_identity(program, arch, compiler_version(program.language, arch));
+  }
+
+  // Installs the compiler of a language other than CUDA C++ (nullptr removes it). The versions
+  // asked of the previous one are forgotten.
+  void set_language_compiler(Language language, std::shared_ptr<LanguageCompiler> compiler);
+  std::shared_ptr<LanguageCompiler> language_compiler(Language language) const;
+
   // Where compiles run: the latest installed executor still alive, or nullptr (this process).
   CompileExecutor* compile_executor() const;
-  // Compiles `program` through the current executor (see compile_program).
+  // Compiles `program`: CUDA C++ through the current executor (see compile_program), another
+  // language through its installed compiler (UnavailableError when there is none).
   CompiledArtifact compile(const Program& program, std::string_view arch,
                            const ProgramIdentity& identity);
 
@@ -74,6 +109,8 @@ class Runtime {
   mutable std::mutex mutex_;
   std::shared_ptr<ArtifactStore> store_;
   std::string nvrtc_version_;
+  std::map<Language, std::shared_ptr<LanguageCompiler>> language_compilers_;
+  std::map<std::pair<Language, std::string>, std::string> compiler_versions_;  // (language, arch)
   std::vector<std::string> target_archs_;
   std::vector<KernelBase*> kernels_;
   std::vector<CompileExecutor*> compile_executors_;  // installed, the latest last

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -35,6 +36,21 @@ void bind_runtime(pybind11::module_& module);
 // Python kernels (zerojit.Kernel): their core handle, spaces, launch path and the engine hooks
 // (log and monitor bridges), py_bindings.cpp.
 void bind_py_kernels(pybind11::module_& module);
+
+// Whether the interpreter is shutting down (no Python may be called then).
+bool finalizing();
+// A Python callable held from C++ threads: called with the GIL acquired, released with it
+// too, and leaked rather than released once the interpreter is finalizing.
+std::shared_ptr<pybind11::object> hold(pybind11::object callable);
+
+// Triton kernels (zerojit.TritonKernel): their launchers and call path, triton_call.cpp; the
+// compilers of other languages, installed from Python, language_bridge.cpp.
+void bind_triton(pybind11::module_& module);
+void bind_language_compilers(pybind11::module_& module);
+
+// `python -m zerojit ... --module M`: the tool library over Python modules' kernels, cli.cpp
+// (only where the tool library is built).
+void bind_cli(pybind11::module_& module);
 
 // Registered Python kernels as warmup takes them: a list of (kernel, tag, slots, dead axes) or
 // None.

@@ -88,9 +88,32 @@ std::int64_t intern(DynamicKernel& kernel,
   return kernel.intern(std::move(key), std::move(text));
 }
 
+// A key of a kernel in another language (zerojit.TritonKernel): its source as the identity sees
+// it, the function, and the compile request its compiler takes.
+std::int64_t intern_language(
+    DynamicKernel& kernel,
+    const std::vector<std::tuple<std::string, std::string, py::object>>& fields,
+    const std::string& language, const std::string& source_path, const std::string& source,
+    const std::string& function, const py::bytes& compile_request) {
+  DynamicKey key;
+  for (const auto& spec : fields) key.fields.push_back(to_field(kernel.name(), spec));
+  ProgramText text;
+  const auto parsed = parse_language(language);
+  if (!parsed || *parsed == Language::cuda) {
+    throw InvalidArgument(kernel.name(), "language", "must be 'triton' or 'cutedsl'");
+  }
+  text.language = *parsed;
+  text.source_path = source_path;
+  text.files = {{source_path, source}};
+  text.function = function;
+  text.rendering = KeyRendering::none;
+  text.compile_request = compile_request;
+  return kernel.intern(std::move(key), std::move(text));
+}
+
 std::string identity_of(const Program& program, const std::string& arch) {
   validate_arch(arch);
-  return compute_identity(program, arch, Runtime::instance().nvrtc_version()).hex();
+  return Runtime::instance().identity_of(program, arch).hex();
 }
 
 // Compiles one key (memory -> store -> NVRTC) without the GIL; returns (origin, identity).
@@ -116,24 +139,6 @@ std::vector<DynamicRegistration> to_registrations(
 }
 
 // --- Hooks -------------------------------------------------------------------------------------
-
-bool finalizing() {
-#if PY_VERSION_HEX >= 0x030D0000
-  return Py_IsFinalizing() != 0;
-#else
-  return _Py_IsFinalizing() != 0;
-#endif
-}
-
-// A Python callable held from C++ threads: called with the GIL acquired, released with it
-// too, and leaked rather than released once the interpreter is finalizing.
-std::shared_ptr<py::object> hold(py::object callable) {
-  return std::shared_ptr<py::object>(new py::object(std::move(callable)), [](py::object* object) {
-    if (!Py_IsInitialized() || finalizing()) return;  // leaked: no Python to release it to
-    py::gil_scoped_acquire gil;
-    delete object;
-  });
-}
 
 // Calls `callable(args...)` from any thread; a Python exception is reported as unraisable
 // rather than thrown into zerojit (the caller may be a warmup worker).
@@ -180,6 +185,22 @@ void set_event_bridge(const py::object& callable) {
 }
 
 }  // namespace
+
+bool finalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing() != 0;
+#else
+  return _Py_IsFinalizing() != 0;
+#endif
+}
+
+std::shared_ptr<py::object> hold(py::object callable) {
+  return std::shared_ptr<py::object>(new py::object(std::move(callable)), [](py::object* object) {
+    if (!Py_IsInitialized() || finalizing()) return;  // leaked: no Python to release it to
+    py::gil_scoped_acquire gil;
+    delete object;
+  });
+}
 
 // --- Interrupting a warmup --------------------------------------------------------------------
 
@@ -264,6 +285,9 @@ void bind_py_kernels(py::module_& module) {
       .def("intern", &intern, py::arg("fields"), py::arg("source_path"), py::arg("files"),
            py::arg("function"), py::arg("key_as"), py::arg("macro_prefix"), py::arg("options"),
            py::arg("toolkit_headers"))
+      .def("intern_language", &intern_language, py::arg("fields"), py::arg("language"),
+           py::arg("source_path"), py::arg("source"), py::arg("function"),
+           py::arg("compile_request"))
       .def("slot_text", &DynamicKernel::slot_text, py::arg("slot"))
       .def("slot_json", &DynamicKernel::slot_json, py::arg("slot"))
       .def_property_readonly("slot_count", &DynamicKernel::slot_count)
@@ -346,6 +370,21 @@ void bind_py_kernels(py::module_& module) {
         return py::make_tuple(entries, dead);
       },
       py::arg("registrations"));
+
+  // A compile or load of a kernel zerojit does not own (the Triton guard, zerojit.monitor):
+  // counted under `counter`, reported or (error mode) raised as RuntimeJitError.
+  module.def(
+      "monitor_foreign_event",
+      [](const std::string& kind, const std::string& counter, const std::string& kernel,
+         const std::string& key, const std::string& detail) {
+        JitEvent event;
+        event.kind = kind == "load" ? JitEventKind::load : JitEventKind::compile;
+        event.kernel = kernel;
+        event.key = key;
+        event.detail = detail;
+        Monitor::instance().on_foreign_jit(event, counter);
+      },
+      py::arg("kind"), py::arg("counter"), py::arg("kernel"), py::arg("key"), py::arg("detail"));
 
   module.def("set_log_bridge", &set_log_bridge, py::arg("callable"));
   module.def("set_event_bridge", &set_event_bridge, py::arg("callable"));

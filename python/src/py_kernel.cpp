@@ -27,6 +27,8 @@ Program DynamicKernel::program(const KeySlot& key) const {
   program.options = entry.options;
   program.key_text = entry.text;
   program.needs_toolkit_headers = entry.program.toolkit_headers;
+  program.language = entry.program.language;
+  program.compile_request = entry.program.compile_request;
   return program;
 }
 
@@ -72,14 +74,16 @@ std::int64_t DynamicKernel::intern(DynamicKey key, ProgramText text) {
   for (const auto& [path, content] : entry.program.files) entry.views.push_back({path, content});
   entry.files = std::make_unique<EmbeddedFileSet>(entry.views);
   // The program must resolve now, where the error reaches the Python caller that defined it,
-  // not in a warmup worker.
-  Program check;
-  check.kernel_name = name();
-  check.files = entry.files.get();
-  check.source_path = entry.program.source_path;
-  check.key_text = entry.text;
-  check.needs_toolkit_headers = entry.program.toolkit_headers;
-  (void)resolve_program_source(check);
+  // not in a warmup worker. (Another language's source is taken as it is.)
+  if (entry.program.language == Language::cuda) {
+    Program check;
+    check.kernel_name = name();
+    check.files = entry.files.get();
+    check.source_path = entry.program.source_path;
+    check.key_text = entry.text;
+    check.needs_toolkit_headers = entry.program.toolkit_headers;
+    (void)resolve_program_source(check);
+  }
 
   std::lock_guard lock(mutex_);
   for (std::size_t i = 0; i < slots_.size(); ++i) {  // interned meanwhile by another thread

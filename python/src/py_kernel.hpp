@@ -1,5 +1,6 @@
-// A kernel defined in Python (zerojit.Kernel), held by the same C++ core as every C++ kernel:
-// the executor cache, the artifact tiers, the monitor and the warmup registry.
+// A kernel defined in Python (zerojit.Kernel, zerojit.TritonKernel), held by the same C++ core
+// as every C++ kernel: the executor cache, the artifact tiers, the monitor and the warmup
+// registry.
 //
 // Its keys are Python values the core cannot name as a C++ type, so each distinct key is
 // interned once, with the GIL held, into a slot: the key's fields (DynamicKey, rendered as C++
@@ -46,6 +47,11 @@ struct ProgramText {
   std::string macro_prefix = "ZJ_";
   std::vector<std::string> options;
   bool toolkit_headers = false;
+  // A Triton program: its source as the identity sees it in `files`, the function's qualified
+  // name in `function`, and the specialization (signature, constexprs, attributes, options) in
+  // `compile_request` (program.hpp).
+  Language language = Language::cuda;
+  std::string compile_request;
 };
 
 // Kernel parameter kinds, in the order the plan's arguments come (zerojit.Kernel.params).

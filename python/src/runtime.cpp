@@ -173,15 +173,18 @@ std::unique_ptr<DiskCache> open_cache(const std::optional<std::string>& root) {
 
 // Installs the store the runtime compiles through: None = the default from the environment,
 // "off" = memory only, else a disk cache rooted there.
+// The remote tier of ZEROJIT_REMOTE_CACHE stays in front of whatever disk cache is chosen, as
+// the library's default store has it.
 void set_cache_dir(const std::optional<std::string>& root) {
   if (!root) {
     Runtime::instance().set_artifact_store(make_default_artifact_store());
   } else if (*root == "off") {
-    Runtime::instance().set_artifact_store(nullptr);
+    Runtime::instance().set_artifact_store(with_remote_cache_from_environment(nullptr));
   } else {
     DiskCacheOptions options = default_disk_cache_options();
     options.root = *root;
-    Runtime::instance().set_artifact_store(std::make_shared<DiskCache>(std::move(options)));
+    Runtime::instance().set_artifact_store(
+        with_remote_cache_from_environment(std::make_shared<DiskCache>(std::move(options))));
   }
 }
 

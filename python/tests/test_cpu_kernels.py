@@ -7,6 +7,7 @@ and the extension's stubs. Needs neither a GPU nor PyTorch.
 
 import ast
 import dataclasses
+import importlib.util
 import logging
 import os
 import signal
@@ -607,6 +608,60 @@ class HooksTest(unittest.TestCase):
         self.assertEqual(public - errors - named, set())
         self.assertEqual(named - public, set())
         self.assertTrue(os.path.isfile(os.path.join(os.path.dirname(stub), "py.typed")))
+
+
+@dataclasses.dataclass(frozen=True)
+class ModeKey:
+    dtype: DType
+    neox: bool
+
+
+class ModeKernel(zerojit.Kernel):
+    """A kernel whose dispatch reads a scalar mode flag as well as a tensor (RoPE's
+    is_neox_style): one class, two keys."""
+
+    name = "test.scalar_mode"
+    Key = ModeKey
+    params = (("x", "tensor"), ("neox", "bool"))
+    seen = []
+
+    def dispatch(self, x, neox):
+        ModeKernel.seen.append((x, neox))
+        return ModeKey(x.dtype, bool(neox))
+
+    def program(self, key):
+        return Program(source="extern \"C\" __global__ void k(float* x, bool neox) {}",
+                       function="k", key_as="none")
+
+    def plan(self, key, x, neox):
+        return Launch(grid=1, block=32, args=(x, neox))
+
+
+class ScalarsAndDlpackInDispatch(unittest.TestCase):
+    @unittest.skipUnless(importlib.util.find_spec("numpy"), "numpy is not installed")
+    def test_dispatch_sees_a_numpy_array_as_a_descriptor_and_a_flag_as_its_value(self):
+        import numpy
+
+        x = numpy.zeros((4, 8), dtype=numpy.float32)
+        kernel = ModeKernel()
+        ModeKernel.seen.clear()
+        for neox in (True, False, True):
+            with self.assertRaises(zerojit.InvalidArgument) as caught:  # a host array
+                kernel(x, neox)
+            self.assertIn("CUDA", str(caught.exception))
+        # Dispatch ran once per distinct (descriptor, flag): the memo is keyed by both.
+        self.assertEqual([neox for _, neox in ModeKernel.seen], [True, False])
+        desc = ModeKernel.seen[0][0]
+        self.assertEqual((desc.dtype, desc.shape, desc.strides), (DType.f32, (4, 8), (8, 1)))
+        self.assertEqual(TensorDesc.of(x), desc)
+        self.assertEqual({kernel.key_text(k) for k in (ModeKey(DType.f32, True),
+                                                      ModeKey(DType.f32, False))},
+                         {"dtype=f32, neox=true", "dtype=f32, neox=false"})
+
+    def test_an_object_that_is_no_tensor_is_refused_naming_what_a_tensor_is(self):
+        with self.assertRaises(TypeError) as caught:
+            TensorDesc.of([1, 2])
+        self.assertIn("DLPack", str(caught.exception))
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ from ._warmup import (
 )
 from . import hooks
 from .kernels import DType, Kernel, Launch, Program, TensorDesc
+from .triton_kernels import TritonKernel, TritonProgram
 from .spaces import Space, next_power_of_two
 from .torch_kernels import torch_op
 from .dsv4 import (
@@ -74,6 +75,10 @@ torch_ops = _register_torch_ops()
 if _environment.flag("ZEROJIT_PYTHON_LOGGING", True):
     hooks.install_logging()
 
+from . import _triton_guard
+
+_triton_guard.install_when_imported()
+
 
 def driver_available():
     """Whether the CUDA driver could be loaded (never raises)."""
@@ -106,6 +111,8 @@ __all__ = [
     "Program",
     "Space",
     "TensorDesc",
+    "TritonKernel",
+    "TritonProgram",
     "cache",
     "clear_registrations",
     "hooks",

@@ -1,5 +1,7 @@
 """``python -m zerojit ...``: the zerojit command-line tool (the ``zerojit`` executable pip
-installs next to the interpreter's scripts), with the same arguments."""
+installs next to the interpreter's scripts), with the same arguments; with ``--module M`` (the
+kernels Python modules register, Triton's among them) the same tool runs in this interpreter
+(zerojit._cli)."""
 
 import os
 import shutil
@@ -19,8 +21,21 @@ def _tool():
     return shutil.which("zerojit")
 
 
+def _names_modules(argv):
+    for argument in argv:
+        if argument == "--":
+            return False
+        if argument == "--module" or argument.startswith("--module="):
+            return True
+    return False
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    if _names_modules(argv):
+        from . import _cli
+
+        return _cli.run(argv)
     tool = _tool()
     if tool is None:
         sys.stderr.write(

@@ -25,3 +25,23 @@ def flag(name, default):
         stacklevel=3,
     )
     return default
+
+
+def seconds(name, default):
+    """``name``'s value as a positive number of seconds; unset or empty gives ``default``, and
+    anything else (a unit, a negative number) ``default`` with a warning naming the variable."""
+    value = os.environ.get(name, "")
+    if value == "":
+        return default
+    try:
+        parsed = float(value)
+    except ValueError:
+        parsed = -1.0
+    if not parsed > 0 or parsed == float("inf"):
+        warnings.warn(
+            f"zerojit: ignoring {name}={value!r} (expected a positive number of seconds)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return default
+    return parsed

@@ -4,7 +4,7 @@ the registered Python kernels (zerojit.Kernel), in one compile pool."""
 import json
 import os
 
-from . import _core
+from . import _core, _workers
 from ._errors import WarmupError
 
 __all__ = [
@@ -207,23 +207,33 @@ def warmup_kernels(
 
 def _run(config_args, dsv4, devices, jobs, cache_dir, compile_only, arch, monitor, progress,
          arm_monitor, compile_processes, kernels, raise_on_failure, on_key):
+    if os.environ.get("ZEROJIT_COMPILE_WORKER"):
+        raise WarmupError(
+            "zerojit warmup was started while a compile worker imported a kernel's module: a "
+            "script that defines Triton kernels and warms them up must do so under "
+            "`if __name__ == \"__main__\":`", [], {})
     if cache_dir is not None:
         _core.set_cache_dir(os.fspath(cache_dir))
     if monitor is not None:
         _core.set_monitor_mode(monitor)
-    report_json, summary = _core.warmup(
-        **config_args,
-        devices=list(devices) if devices is not None else [],
-        jobs=int(jobs),
-        compile_only=bool(compile_only),
-        arch=arch,
-        progress=progress,
-        arm_monitor=bool(arm_monitor),
-        compile_processes=bool(compile_processes),
-        kernels=None if kernels is False else _expanded(None if kernels is True else kernels),
-        dsv4=dsv4,
-        on_key=on_key,
-    )
+    # Triton (Python) compiles run in worker processes, `jobs` at a time; they stop at the end.
+    _workers.set_limit(jobs if jobs and jobs > 0 else (os.cpu_count() or 1))
+    try:
+        report_json, summary = _core.warmup(
+            **config_args,
+            devices=list(devices) if devices is not None else [],
+            jobs=int(jobs),
+            compile_only=bool(compile_only),
+            arch=arch,
+            progress=progress,
+            arm_monitor=bool(arm_monitor),
+            compile_processes=bool(compile_processes),
+            kernels=None if kernels is False else _expanded(None if kernels is True else kernels),
+            dsv4=dsv4,
+            on_key=on_key,
+        )
+    finally:
+        _workers.shutdown()
     report = json.loads(report_json)
     report["ok"] = report["totals"]["failed"] == 0
     report["summary"] = summary

@@ -19,7 +19,8 @@ def _root(cache_dir):
 
 def ls(cache_dir=None):
     """Every entry (read-only layers first): a list of dicts with identity, kernel, key, arch,
-    nvrtc, size, age_seconds, layer, read_only and status ("ok" or what is wrong)."""
+    language ("cuda", "triton"), compiler (its version; "nvrtc" keeps NVRTC's for CUDA C++
+    entries), size, age_seconds, layer, read_only and status ("ok" or what is wrong)."""
     return json.loads(_core.cache_list(_root(cache_dir)))
 
 

@@ -7,7 +7,7 @@ while a stream captures a CUDA graph is refused in every mode.
 
 import json
 
-from . import _core
+from . import _core, _triton_guard
 
 __all__ = [
     "mode",
@@ -20,6 +20,7 @@ __all__ = [
     "counters",
     "events",
     "reset_events",
+    "triton_guard",
 ]
 
 
@@ -76,3 +77,12 @@ def events():
 
 def reset_events():
     _core.monitor_reset_events()
+
+
+def triton_guard(enabled=None):
+    """Whether the Triton guard reports and refuses Triton compiles and loads of kernels zerojit
+    does not own (on unless ``ZEROJIT_TRITON_GUARD=0``); ``triton_guard(False)`` turns it off,
+    ``triton_guard(True)`` on. Returns the setting in force."""
+    if enabled is not None:
+        _triton_guard.enable(enabled)
+    return _triton_guard.enabled()

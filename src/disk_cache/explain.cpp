@@ -9,14 +9,24 @@ namespace zerojit {
 
 using namespace detail::disk;
 
-MissExplanation DiskCache::explain(const Program& program, std::string_view arch,
-                                   std::string_view nvrtc_version) {
-  return explain(std::vector<Program>{program}, arch, nvrtc_version).front();
+namespace {
+
+std::string compiler_name(Language language) {
+  return language == Language::cuda ? "NVRTC" : std::string(to_string(language));
 }
 
-std::vector<MissExplanation> DiskCache::explain(const std::vector<Program>& programs,
-                                                std::string_view arch,
-                                                std::string_view nvrtc_version) {
+}  // namespace
+
+MissExplanation DiskCache::explain(const Program& program, std::string_view arch,
+                                   std::string_view compiler_version) {
+  return explain(std::vector<Program>{program}, arch,
+                 [&](Language) { return std::string(compiler_version); })
+      .front();
+}
+
+std::vector<MissExplanation> DiskCache::explain(
+    const std::vector<Program>& programs, std::string_view arch,
+    const std::function<std::string(Language language)>& compiler_version) {
   detail::DiskCacheImpl& s = *impl_;
   s.ensure_open();
 
@@ -54,7 +64,8 @@ std::vector<MissExplanation> DiskCache::explain(const std::vector<Program>& prog
       candidate.info.kernel = artifact.kernel_name;
       candidate.info.key = artifact.key_text;
       candidate.info.arch = artifact.arch;
-      candidate.info.nvrtc_version = artifact.nvrtc_version;
+      candidate.info.language = artifact.language;
+      candidate.info.compiler_version = artifact.compiler_version;
       candidate.info.size_bytes = static_cast<std::uint64_t>(read.info.st_size);
       candidate.info.age_seconds = std::max(0.0, seconds_since(read.info.st_mtim));
       candidate.components = artifact.components;
@@ -70,20 +81,22 @@ std::vector<MissExplanation> DiskCache::explain(const std::vector<Program>& prog
     std::uint64_t IdentityComponents::*member;
   };
   static constexpr Component kComponents[] = {
-      {"format", &IdentityComponents::format}, {"source", &IdentityComponents::source},
-      {"names", &IdentityComponents::names},   {"options", &IdentityComponents::options},
-      {"key", &IdentityComponents::key},       {"arch", &IdentityComponents::arch},
-      {"nvrtc", &IdentityComponents::nvrtc}};
+      {"format", &IdentityComponents::format},    {"source", &IdentityComponents::source},
+      {"names", &IdentityComponents::names},      {"options", &IdentityComponents::options},
+      {"key", &IdentityComponents::key},          {"arch", &IdentityComponents::arch},
+      {"compiler", &IdentityComponents::compiler}};
 
   std::vector<MissExplanation> explanations;
   for (const Program& program : programs) {
-    const IdentityComponents wanted = identity_components(program, arch, nvrtc_version);
+    const std::string version = compiler_version(program.language);
+    const IdentityComponents wanted = identity_components(program, arch, version);
     const ProgramIdentity identity = identity_from_components(wanted);
     MissExplanation out;
     out.kernel = program.kernel_name;
     out.key = program.key_text;
     out.arch = std::string(arch);
-    out.nvrtc_version = std::string(nvrtc_version);
+    out.language = program.language;
+    out.compiler_version = version;
     out.identity = identity.hex();
     if (const auto it = bad.find(identity); it != bad.end()) out.present_problem = it->second;
 
@@ -128,9 +141,10 @@ std::vector<MissExplanation> DiskCache::explain(const std::vector<Program>& prog
         } else if (name == "arch") {
           difference.wanted = std::string(arch);
           difference.found = nearest->info.arch;
-        } else if (name == "nvrtc") {
-          difference.wanted = "NVRTC " + std::string(nvrtc_version);
-          difference.found = "NVRTC " + nearest->info.nvrtc_version;
+        } else if (name == "compiler") {
+          difference.wanted = compiler_name(program.language) + " " + version;
+          difference.found =
+              compiler_name(nearest->info.language) + " " + nearest->info.compiler_version;
         } else {
           difference.wanted = hash_text(want);
           difference.found = hash_text(found);

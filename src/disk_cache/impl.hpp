@@ -191,8 +191,9 @@ struct DiskCacheImpl {
   // nvrtc_memo.cpp
   std::string memo_name(std::string_view fingerprint) const;
   static std::string memo_text(std::string_view fingerprint, std::string_view version);
-  // Records in the root that its entries include some compiled with NVRTC `version`.
-  void record_nvrtc_version(std::string_view version);
+  // Records in the root that its entries include some compiled by the artifact's compiler
+  // (language, arch, version).
+  void record_compiler_version(const CompiledArtifact& artifact);
   // Removes the root's version records (clear, once no entry is left).
   std::size_t remove_version_records();
 };

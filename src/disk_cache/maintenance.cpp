@@ -245,7 +245,8 @@ CacheEntryInfo DiskCacheImpl::describe_entry(const Layer& layer, const std::stri
     info.kernel = read.decoded.artifact->kernel_name;
     info.key = read.decoded.artifact->key_text;
     info.arch = read.decoded.artifact->arch;
-    info.nvrtc_version = read.decoded.artifact->nvrtc_version;
+    info.language = read.decoded.artifact->language;
+    info.compiler_version = read.decoded.artifact->compiler_version;
   }
   return info;
 }

@@ -1,5 +1,7 @@
 // The NVRTC version memo (docs/CACHE.md, "NVRTC version memo"): a process whose keys are all
-// on disk never loads NVRTC just to name its version.
+// on disk never loads NVRTC just to name its version. And the records of the compiler versions
+// a root's entries were compiled with, by which a process with no compiler at all (a serving
+// image with a pack) names the version its identities need.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -27,6 +29,24 @@ bool plausible_version(std::string_view version) {
                      [](char c) { return (c >= '0' && c <= '9') || c == '.'; });
 }
 
+// What another compiler's version and an arch look like in a record's name
+// ("triton-3.6.0+ptxas-12.8.93", "sm_90a"): letters, digits and ._+- only, so a name never
+// leaves its directory or reads as another record.
+bool plausible_token(std::string_view token) {
+  return !token.empty() && token.size() <= 96 &&
+         std::all_of(token.begin(), token.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                  c == '.' || c == '_' || c == '+' || c == '-';
+         });
+}
+
+// The record name of a non-CUDA compiler version: compiled-with-<language>@<arch>@<version>.
+// ('@' never appears in an NVRTC version, so the two kinds of record cannot be confused.)
+std::string language_record_prefix(Language language, std::string_view arch) {
+  return std::string(disk::kVersionRecordPrefix) + std::string(to_string(language)) + "@" +
+         std::string(arch) + "@";
+}
+
 }  // namespace
 
 std::string DiskCacheImpl::memo_name(std::string_view fingerprint) const {
@@ -43,23 +63,32 @@ std::string DiskCacheImpl::memo_text(std::string_view fingerprint, std::string_v
   return body + checksum;
 }
 
-void DiskCacheImpl::record_nvrtc_version(std::string_view version) {
+void DiskCacheImpl::record_compiler_version(const CompiledArtifact& artifact) {
   Layer* layer = writable_layer();
-  if (layer == nullptr || !plausible_version(version)) return;
+  const std::string_view version = artifact.compiler_version;
+  std::string name;
+  if (artifact.language == Language::cuda) {
+    if (!plausible_version(version)) return;
+    name = std::string(disk::kVersionRecordPrefix) + std::string(version);
+  } else {
+    if (!plausible_token(version) || !plausible_token(artifact.arch)) return;
+    name = language_record_prefix(artifact.language, artifact.arch) + std::string(version);
+  }
+  if (layer == nullptr) return;
   {
     std::lock_guard lock(recorded_mutex);
-    if (!recorded.insert(std::string(version)).second) return;
+    if (!recorded.insert(name).second) return;
   }
   if (!memo.valid()) return;
-  const std::string name = std::string(disk::kVersionRecordPrefix) + std::string(version);
   struct stat existing {};
   if (::fstatat(memo.get(), name.c_str(), &existing, AT_SYMLINK_NOFOLLOW) == 0) return;
-  if (const int error = publish_file(
-          memo.get(), name,
-          "zerojit: entries here were compiled with NVRTC " + std::string(version) + "\n")) {
-    report_write_failure("the record of the NVRTC version", error);
+  if (const int error = publish_file(memo.get(), name,
+                                     "zerojit: entries here were compiled with " +
+                                         std::string(to_string(artifact.language)) + " compiler " +
+                                         std::string(version) + "\n")) {
+    report_write_failure("the record of the compiler version", error);
     std::lock_guard lock(recorded_mutex);
-    recorded.erase(std::string(version));  // not recorded: the next entry's publish tries again
+    recorded.erase(name);  // not recorded: the next entry's publish tries again
   }
 }
 
@@ -81,16 +110,22 @@ std::size_t DiskCacheImpl::remove_version_records() {
 
 using namespace detail::disk;
 
-std::vector<std::string> DiskCache::recorded_nvrtc_versions() {
+std::vector<std::string> DiskCache::recorded_compiler_versions(Language language,
+                                                               std::string_view arch) {
   detail::DiskCacheImpl& s = *impl_;
   s.ensure_open();
+  const std::string prefix = language == Language::cuda
+                                 ? std::string(kVersionRecordPrefix)
+                                 : detail::language_record_prefix(language, arch);
   std::set<std::string> versions;
   for (const auto& layer : s.layers) {
     if (!layer.versions.valid()) continue;
     for (const DirectoryEntry& item : list_directory(layer.versions.get())) {
-      if (!item.name.starts_with(kVersionRecordPrefix) || !S_ISREG(item.info.st_mode)) continue;
-      const std::string version = item.name.substr(kVersionRecordPrefix.size());
-      if (detail::plausible_version(version)) versions.insert(version);
+      if (!item.name.starts_with(prefix) || !S_ISREG(item.info.st_mode)) continue;
+      const std::string version = item.name.substr(prefix.size());
+      const bool plausible = language == Language::cuda ? detail::plausible_version(version)
+                                                        : detail::plausible_token(version);
+      if (plausible) versions.insert(version);
     }
   }
   return {versions.begin(), versions.end()};

@@ -20,7 +20,10 @@ Json entry_document(const CacheEntryInfo& entry) {
               {"kernel", entry.kernel},
               {"key", entry.key},
               {"arch", entry.arch},
-              {"nvrtc", entry.nvrtc_version},
+              {"language", to_string(entry.language)},
+              {"compiler", entry.compiler_version},
+              // Kept for readers of the first layout: NVRTC's version, on CUDA C++ entries.
+              {"nvrtc", entry.language == Language::cuda ? Json(entry.compiler_version) : Json()},
               {"size", entry.size_bytes},
               {"age_seconds", entry.age_seconds},
               {"layer", entry.layer},
@@ -62,8 +65,10 @@ std::string CacheGcReport::to_json() const {
 }
 
 std::string MissExplanation::summary() const {
-  std::string out = kernel + " [" + key + "] for " + arch + " with NVRTC " + nvrtc_version +
-                    " (identity " + identity + "): ";
+  const std::string compiler =
+      language == Language::cuda ? "NVRTC" : std::string(to_string(language)) + " compiler";
+  std::string out = kernel + " [" + key + "] for " + arch + " with " + compiler + " " +
+                    compiler_version + " (identity " + identity + "): ";
   if (present) return out + "hit: the entry is in " + present_layer;
   out += "miss";
   if (!present_problem.empty())
@@ -84,8 +89,14 @@ std::string MissExplanation::summary() const {
 }
 
 std::string MissExplanation::to_json() const {
-  Json out = {{"kernel", kernel},       {"key", key},           {"arch", arch},
-              {"nvrtc", nvrtc_version}, {"identity", identity}, {"hit", present}};
+  Json out = {{"kernel", kernel},
+              {"key", key},
+              {"arch", arch},
+              {"language", to_string(language)},
+              {"compiler", compiler_version},
+              {"nvrtc", language == Language::cuda ? Json(compiler_version) : Json()},
+              {"identity", identity},
+              {"hit", present}};
   if (present) out["layer"] = present_layer;
   if (!present_problem.empty()) out["bad_entry"] = present_problem;
   out["same_kernel_entries"] = same_kernel_entries;

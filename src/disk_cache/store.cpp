@@ -267,7 +267,7 @@ std::optional<CompiledArtifact> DiskCache::find(const ProgramIdentity& identity)
       s.hits.fetch_add(1, std::memory_order_relaxed);
       // A root written before versions were recorded learns its version from its entries.
       if (s.layers[i].writable) {
-        s.record_nvrtc_version(read.decoded.artifact->nvrtc_version);
+        s.record_compiler_version(*read.decoded.artifact);
       } else if (newly_marked) {
         s.unmark_in_use(name);  // served by a read-only layer: the root's name is not used
       }
@@ -307,7 +307,7 @@ void DiskCache::publish(const CompiledArtifact& artifact) noexcept {
       return;
     }
     s.published.fetch_add(1, std::memory_order_relaxed);
-    s.record_nvrtc_version(artifact.nvrtc_version);
+    s.record_compiler_version(artifact);
     const CacheGcReport evicted = s.evict(s.options.max_bytes, true);
     if (evicted.kept_bytes > s.options.max_bytes && evicted.busy == 0 &&
         !s.over_quota_reported.exchange(true)) {

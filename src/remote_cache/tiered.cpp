@@ -121,8 +121,9 @@ void TieredStore::remember_nvrtc_version(std::string_view fingerprint,
   if (local_) local_->remember_nvrtc_version(fingerprint, version);
 }
 
-std::vector<std::string> TieredStore::recorded_nvrtc_versions() {
-  return local_ ? local_->recorded_nvrtc_versions() : std::vector<std::string>{};
+std::vector<std::string> TieredStore::recorded_compiler_versions(Language language,
+                                                                 std::string_view arch) {
+  return local_ ? local_->recorded_compiler_versions(language, arch) : std::vector<std::string>{};
 }
 
 ArtifactStore* local_store_of(ArtifactStore* store) {

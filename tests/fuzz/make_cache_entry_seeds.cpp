@@ -23,12 +23,12 @@ int main(int argc, char** argv) {
     c.options = 0;
     c.key = ~variant;
     c.arch = 0x9000 + variant;
-    c.nvrtc = 0x1300;
+    c.compiler = 0x1300;
     artifact.identity = zerojit::identity_from_components(c);
     artifact.kernel_name = variant == 0 ? "" : "seed.kernel" + std::to_string(variant);
     artifact.key_text = "block=" + std::to_string(32 << variant) + ", dtype=f32";
     artifact.arch = variant % 2 == 0 ? "sm_90a" : "sm_100a";
-    artifact.nvrtc_version = "13.0";
+    artifact.compiler_version = "13.0";
     artifact.compile_seconds = 0.125 * static_cast<double>(variant);
     artifact.log = variant == 3 ? "warning: something worth a look" : "";
     for (std::size_t i = 0; i < variant; ++i) {

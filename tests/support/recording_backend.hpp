@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "zerojit/backend.hpp"
+#include "zerojit/launch_record.hpp"
 
 namespace zerojit::testing {
 
@@ -37,6 +38,11 @@ class RecordingBackend final : public Backend {
     function.device = device;
     function.param_count = param_count;
     function.param_sizes = param_sizes;
+    // As the CUDA backend does: what a Triton compiler fixed comes from the launch record.
+    if (artifact.language == Language::triton) {
+      adopt_launch_record(decode_launch_record(artifact.launch_record, artifact.kernel_name),
+                          artifact.kernel_name, function);
+    }
     function_names.push_back(artifact.kernel_name);
     return function;
   }

@@ -2,6 +2,7 @@
 // without the CUDA toolkit. Where the toolkit's cuda.h is installed, check them against it.
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <type_traits>
 
 #include "zerojit/cuda.hpp"
@@ -44,6 +45,23 @@ static_assert(cuda::kStreamCaptureModeGlobal == CU_STREAM_CAPTURE_MODE_GLOBAL);
 static_assert(cuda::kStreamCaptureModeThreadLocal == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
 static_assert(cuda::kStreamCaptureModeRelaxed == CU_STREAM_CAPTURE_MODE_RELAXED);
 static_assert(cuda::kEventDefault == CU_EVENT_DEFAULT);
+static_assert(cuda::kAttributeMaxSharedMemoryPerBlockOptin ==
+              CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+static_assert(cuda::kFuncAttributeNonPortableClusterSizeAllowed ==
+              CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED);
+static_assert(cuda::kLaunchAttributeCooperative == CU_LAUNCH_ATTRIBUTE_COOPERATIVE);
+static_assert(cuda::kLaunchAttributeClusterDimension == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION);
+static_assert(cuda::kLaunchAttributeClusterSchedulingPolicyPreference ==
+              CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE);
+static_assert(cuda::kLaunchAttributeProgrammaticStreamSerialization ==
+              CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION);
+static_assert(cuda::kClusterSchedulingPolicySpread == CU_CLUSTER_SCHEDULING_POLICY_SPREAD);
+static_assert(sizeof(cuda::LaunchAttribute) == sizeof(CUlaunchAttribute));
+static_assert(offsetof(cuda::LaunchAttribute, value) == offsetof(CUlaunchAttribute, value));
+static_assert(sizeof(cuda::LaunchConfig) == sizeof(CUlaunchConfig));
+static_assert(offsetof(cuda::LaunchConfig, stream) == offsetof(CUlaunchConfig, hStream));
+static_assert(offsetof(cuda::LaunchConfig, attributes) == offsetof(CUlaunchConfig, attrs));
+static_assert(offsetof(cuda::LaunchConfig, attribute_count) == offsetof(CUlaunchConfig, numAttrs));
 #endif
 
 TEST(CudaDeclarations, MatchTheToolkitHeaderWhereInstalled) {

@@ -251,19 +251,26 @@ int run_explain(const CacheCommand& command, const CacheCommandContext& context)
   }
   const Manifest manifest = context.manifest();
   const auto cache = open_cache(command);
-  std::string nvrtc = command.nvrtc_version;
-  if (nvrtc.empty()) {
-    // Through the runtime, so that the cache's NVRTC version memo answers when it can.
-    if (cache) Runtime::instance().set_artifact_store(cache);
+  // Through the runtime, so that the cache's version memo and records answer when they can.
+  if (cache) Runtime::instance().set_artifact_store(cache);
+  std::string nvrtc = command.nvrtc_version;  // asked for only when a CUDA C++ key is explained
+  const auto compiler_version = [&](Language language) {
     try {
-      nvrtc = Runtime::instance().nvrtc_version();
+      if (language != Language::cuda) {
+        return Runtime::instance().compiler_version(language, command.arch);
+      }
+      if (nvrtc.empty()) nvrtc = Runtime::instance().nvrtc_version();
+      return nvrtc;
     } catch (const UnavailableError& error) {
-      throw ToolError{kExitFailure,
-                      std::string("NVRTC is not available to say which version to explain for: ") +
-                          error.what(),
-                      "pass --nvrtc-version V (e.g. 13.0) to explain without NVRTC"};
+      throw ToolError{
+          kExitFailure,
+          "the " + std::string(language == Language::cuda ? "NVRTC" : to_string(language)) +
+              " compiler is not available to say which version to explain for: " + error.what(),
+          language == Language::cuda
+              ? "pass --nvrtc-version V (e.g. 13.0) to explain without NVRTC"
+              : "install the compiler, or explain against a cache that records one version"};
     }
-  }
+  };
   std::vector<Program> programs;
   std::vector<std::string> kernel_names;  // of the manifest, in its order
   for (const ManifestEntry& entry : manifest.entries) {
@@ -296,15 +303,17 @@ int run_explain(const CacheCommand& command, const CacheCommandContext& context)
   }
   std::vector<MissExplanation> explanations;
   if (cache) {
-    explanations = cache->explain(programs, command.arch, nvrtc);
+    explanations = cache->explain(programs, command.arch, compiler_version);
   } else {
     for (const Program& program : programs) {
       MissExplanation explanation;
       explanation.kernel = program.kernel_name;
       explanation.key = program.key_text;
       explanation.arch = command.arch;
-      explanation.nvrtc_version = nvrtc;
-      explanation.identity = compute_identity(program, command.arch, nvrtc).hex();
+      explanation.language = program.language;
+      explanation.compiler_version = compiler_version(program.language);
+      explanation.identity =
+          compute_identity(program, command.arch, explanation.compiler_version).hex();
       explanations.push_back(std::move(explanation));
     }
   }

@@ -58,14 +58,13 @@ int run_remote_transfer(const CacheCommand& command, const CacheCommandContext& 
   if (!context.manifest)
     throw ToolError{kExitUsage, "this tool has no kernel manifest to copy", ""};
   const Manifest manifest = context.manifest();
-  const std::string nvrtc = Runtime::instance().nvrtc_version();
   DiskCache* disk = installed_disk_cache();
 
   nlohmann::json missing = nlohmann::json::array();
   std::string listed;
   std::size_t copied = 0;
   for (const ManifestEntry& entry : manifest.entries) {
-    const ProgramIdentity identity = compute_identity(entry.program(), command.arch, nvrtc);
+    const ProgramIdentity identity = Runtime::instance().identity_of(entry.program(), command.arch);
     std::string problem;
     if (push) {
       const std::optional<CompiledArtifact> artifact = local->find(identity);

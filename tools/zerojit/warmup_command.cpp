@@ -33,10 +33,9 @@ std::optional<ToolError> incomplete_pack(const Manifest& manifest, const std::st
                                          const std::string& directory, json& missing) {
   DiskCache* cache = installed_disk_cache();
   if (cache == nullptr) return std::nullopt;
-  const std::string nvrtc = Runtime::instance().nvrtc_version();
   std::string listed;
   for (const ManifestEntry& entry : manifest.entries) {
-    const ProgramIdentity identity = compute_identity(entry.program(), arch, nvrtc);
+    const ProgramIdentity identity = Runtime::instance().identity_of(entry.program(), arch);
     std::optional<CacheEntryInfo> found = cache->root_entry(identity);
     if (!found) {
       // Served by a read-only layer (--layer, ZEROJIT_CACHE_READONLY_DIRS): the pack gets a

@@ -248,7 +248,7 @@ CompiledArtifact synthetic_artifact(int block_threads, std::size_t cubin_bytes,
   artifact.kernel_name = program.kernel_name;
   artifact.key_text = program.key_text;
   artifact.arch = std::string(arch);
-  artifact.nvrtc_version = std::string(nvrtc);
+  artifact.compiler_version = std::string(nvrtc);
   artifact.cubin.resize(cubin_bytes);
   for (std::size_t i = 0; i < cubin_bytes; ++i) {
     artifact.cubin[i] =

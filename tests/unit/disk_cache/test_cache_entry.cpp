@@ -16,7 +16,7 @@ TEST(CacheEntry, RoundTripsEveryField) {
   EXPECT_EQ(back.kernel_name, artifact.kernel_name);
   EXPECT_EQ(back.key_text, artifact.key_text);
   EXPECT_EQ(back.arch, artifact.arch);
-  EXPECT_EQ(back.nvrtc_version, artifact.nvrtc_version);
+  EXPECT_EQ(back.compiler_version, artifact.compiler_version);
   EXPECT_EQ(back.cubin, artifact.cubin);
   EXPECT_EQ(back.log, artifact.log);
   EXPECT_EQ(back.compile_seconds, artifact.compile_seconds);

@@ -34,7 +34,7 @@ TEST_F(DiskCacheStore, ExplainsWhichComponentOfTheIdentityDiffers) {
   EXPECT_EQ(arch.differences[0].wanted, "sm_100a");
   EXPECT_EQ(arch.differences[0].found, "sm_90a");
   EXPECT_EQ(components(cache.explain(block32, "sm_90a", "13.1")),
-            std::vector<std::string>{"nvrtc"});
+            std::vector<std::string>{"compiler"});
   // Another key changes the key text and, for this kernel, the options (a -D macro).
   EXPECT_EQ(components(cache.explain(block64, "sm_90a", "13.0")),
             (std::vector<std::string>{"options", "key"}));

@@ -14,12 +14,14 @@ TEST_F(DiskCacheStore, TheRootRecordsTheNvrtcVersionsOfItsEntries) {
   const fs::path root = dir / "cache";
   {
     DiskCache cache(options(root));
-    EXPECT_TRUE(cache.recorded_nvrtc_versions().empty());
+    EXPECT_TRUE(cache.recorded_compiler_versions(Language::cuda, "sm_90a").empty());
     cache.publish(synthetic_artifact(32, 100, "sm_90a", "13.0"));
     cache.publish(synthetic_artifact(64, 100, "sm_90a", "13.0"));
-    EXPECT_EQ(cache.recorded_nvrtc_versions(), std::vector<std::string>{"13.0"});
+    EXPECT_EQ(cache.recorded_compiler_versions(Language::cuda, "sm_90a"),
+              std::vector<std::string>{"13.0"});
     cache.publish(synthetic_artifact(32, 100, "sm_90a", "12.8"));
-    EXPECT_EQ(cache.recorded_nvrtc_versions(), (std::vector<std::string>{"12.8", "13.0"}));
+    EXPECT_EQ(cache.recorded_compiler_versions(Language::cuda, "sm_90a"),
+              (std::vector<std::string>{"12.8", "13.0"}));
   }
   EXPECT_TRUE(fs::is_regular_file(root / "nvrtc-version" / "compiled-with-13.0"));
   // A layer copied from the root carries its records; a planted name that is no version is
@@ -28,11 +30,12 @@ TEST_F(DiskCacheStore, TheRootRecordsTheNvrtcVersionsOfItsEntries) {
   DiskCacheOptions layered = options(dir / "front");
   layered.read_only_layers = {root};
   DiskCache front(layered);
-  EXPECT_EQ(front.recorded_nvrtc_versions(), (std::vector<std::string>{"12.8", "13.0"}));
+  EXPECT_EQ(front.recorded_compiler_versions(Language::cuda, "sm_90a"),
+            (std::vector<std::string>{"12.8", "13.0"}));
   // The records describe the entries: clear removes them with the last entry.
   DiskCache cache(options(root));
   cache.clear();
-  EXPECT_TRUE(cache.recorded_nvrtc_versions().empty());
+  EXPECT_TRUE(cache.recorded_compiler_versions(Language::cuda, "sm_90a").empty());
   EXPECT_TRUE(warnings.empty());
 }
 
@@ -46,9 +49,10 @@ TEST_F(DiskCacheStore, AHitInARootWithoutRecordsRecordsItsVersion) {
   }
   fs::remove(root / "nvrtc-version" / "compiled-with-13.0");
   DiskCache cache(options(root));
-  EXPECT_TRUE(cache.recorded_nvrtc_versions().empty());
+  EXPECT_TRUE(cache.recorded_compiler_versions(Language::cuda, "sm_90a").empty());
   ASSERT_TRUE(cache.find(artifact.identity));
-  EXPECT_EQ(cache.recorded_nvrtc_versions(), std::vector<std::string>{"13.0"});
+  EXPECT_EQ(cache.recorded_compiler_versions(Language::cuda, "sm_90a"),
+            std::vector<std::string>{"13.0"});
 }
 
 TEST_F(DiskCacheProcesses, APackServesAProcessWithoutNvrtc) {

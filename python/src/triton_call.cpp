@@ -1,0 +1,553 @@
+#include "triton_call.hpp"
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <bit>
+#include <cstring>
+#include <memory>
+#include <mutex>
+
+#include "bindings.hpp"
+#include "exchange.hpp"
+#include "fast_call.hpp"
+#include "zerojit/launch_record.hpp"
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+namespace py = pybind11;
+
+namespace zerojit::python {
+namespace {
+
+// Bounded: a workload of ever-new shapes (a sweep) starts over rather than growing for good.
+constexpr std::size_t kMemoLimit = 4096;
+constexpr const char* kCapsuleName = "zerojit.TritonLauncher";
+
+// One argument of a call, read once.
+struct CallValue {
+  enum class Kind : std::uint8_t { none, boolean, integer, floating, tensor };
+  Kind kind = Kind::none;
+  bool flag = false;
+  bool above_int64 = false;  // an integer in [2^63, 2^64): `unsigned_integer` holds it
+  std::int64_t integer = 0;
+  std::uint64_t unsigned_integer = 0;
+  double number = 0.0;
+  TensorRef tensor;
+};
+
+std::string type_name(PyObject* object) { return Py_TYPE(object)->tp_name; }
+
+bool is_numpy_bool(PyObject* object) {
+  const std::string_view type = Py_TYPE(object)->tp_name;
+  return type == "numpy.bool" || type == "numpy.bool_";
+}
+
+void read_integer(const FastCall& call, PyObject* object, std::string_view name, CallValue& out) {
+  out.kind = CallValue::Kind::integer;
+  int overflow = 0;
+  out.integer = PyLong_AsLongLongAndOverflow(object, &overflow);
+  if (out.integer == -1 && PyErr_Occurred()) {
+    PyErr_Clear();
+    call.fail(name, "must be an integer, got " + type_name(object));
+  }
+  if (overflow == 0) return;
+  if (overflow > 0) {
+    out.unsigned_integer = PyLong_AsUnsignedLongLong(object);
+    if (!PyErr_Occurred()) {
+      out.above_int64 = true;
+      return;
+    }
+    PyErr_Clear();
+  }
+  call.fail(name, "is an integer outside [-2^63, 2^64), which no kernel parameter holds");
+}
+
+// Python ints, floats, bools and None (and numpy's scalars), else a tensor of any DLPack
+// producer.
+CallValue read_value(FastCall& call, PyObject* object, std::string_view name) {
+  CallValue value;
+  if (object == Py_None) return value;
+  if (PyBool_Check(object) || is_numpy_bool(object)) {
+    const int truth = PyObject_IsTrue(object);
+    if (truth < 0) {
+      PyErr_Clear();
+      call.fail(name, "must be True or False");
+    }
+    value.kind = CallValue::Kind::boolean;
+    value.flag = truth != 0;
+    return value;
+  }
+  if (PyLong_Check(object)) {
+    read_integer(call, object, name, value);
+    return value;
+  }
+  if (PyFloat_Check(object)) {
+    value.kind = CallValue::Kind::floating;
+    value.number = PyFloat_AS_DOUBLE(object);
+    return value;
+  }
+  if (exchange_api_of(object) != nullptr || PyObject_HasAttrString(object, "__dlpack__")) {
+    value.kind = CallValue::Kind::tensor;
+    value.tensor = call.tensor(object, name);
+    return value;
+  }
+  if (PyIndex_Check(object)) {  // numpy integers
+    PyObject* index = PyNumber_Index(object);
+    if (index == nullptr) {
+      PyErr_Clear();
+      call.fail(name, "must be an integer, got " + type_name(object));
+    }
+    read_integer(call, index, name, value);
+    Py_DECREF(index);
+    return value;
+  }
+  const double number = PyFloat_AsDouble(object);  // numpy floats, through __float__
+  if (number == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    call.fail(name, "must be a tensor (a DLPack producer), an int, a float, a bool or None, got " +
+                        type_name(object));
+  }
+  value.kind = CallValue::Kind::floating;
+  value.number = number;
+  return value;
+}
+
+// What dispatch and grid may depend on, as words: a memo hit means they would see the same.
+void add_fingerprint(const CallValue& value, std::vector<std::uint64_t>& words) {
+  words.push_back(static_cast<std::uint64_t>(value.kind));
+  switch (value.kind) {
+    case CallValue::Kind::none:
+      return;
+    case CallValue::Kind::boolean:
+      words.push_back(value.flag ? 1 : 0);
+      return;
+    case CallValue::Kind::integer:
+      words.push_back(value.above_int64 ? value.unsigned_integer
+                                        : static_cast<std::uint64_t>(value.integer));
+      words.push_back(value.above_int64 ? 1 : 0);
+      return;
+    case CallValue::Kind::floating:
+      words.push_back(std::bit_cast<std::uint64_t>(value.number));
+      return;
+    case CallValue::Kind::tensor: {
+      const TensorDesc& desc = value.tensor.desc;
+      words.push_back(static_cast<std::uint64_t>(desc.dtype));
+      words.push_back(static_cast<std::uint64_t>(desc.device.kind) << 32 |
+                      static_cast<std::uint32_t>(desc.device.ordinal));
+      words.push_back(static_cast<std::uint64_t>(desc.ndim));
+      for (int d = 0; d < desc.ndim; ++d) {
+        words.push_back(static_cast<std::uint64_t>(desc.size(d)));
+        words.push_back(static_cast<std::uint64_t>(desc.stride(d)));
+      }
+      words.push_back(static_cast<std::uint64_t>(desc.alignment));
+      return;
+    }
+  }
+}
+
+std::string integer_text(const CallValue& value) {
+  return value.above_int64 ? std::to_string(value.unsigned_integer) : std::to_string(value.integer);
+}
+
+// Whether an integer fits a Triton integer type.
+bool fits(const CallValue& value, std::string_view type) {
+  if (value.above_int64) return type == "u64";
+  const std::int64_t v = value.integer;
+  if (type == "i64") return true;
+  if (type == "u64") return v >= 0;
+  if (type == "i32") return v >= INT32_MIN && v <= INT32_MAX;
+  if (type == "u32") return v >= 0 && v <= UINT32_MAX;
+  if (type == "i16") return v >= INT16_MIN && v <= INT16_MAX;
+  if (type == "u16") return v >= 0 && v <= UINT16_MAX;
+  if (type == "i8") return v >= INT8_MIN && v <= INT8_MAX;
+  if (type == "u8") return v >= 0 && v <= UINT8_MAX;
+  return false;
+}
+
+void push_integer(const CallValue& value, std::string_view type, KernelArgs& args) {
+  const auto v =
+      value.above_int64 ? static_cast<std::int64_t>(value.unsigned_integer) : value.integer;
+  if (type == "i64" || type == "u64") {
+    args.push(v);
+  } else if (type == "i32" || type == "u32") {
+    args.push(static_cast<std::uint32_t>(v));
+  } else if (type == "i16" || type == "u16") {
+    args.push(static_cast<std::uint16_t>(v));
+  } else {
+    args.push(static_cast<std::uint8_t>(v));
+  }
+}
+
+// As Triton's launcher packs a Python number into a floating-point parameter (fp16 rounded to
+// nearest, bf16 truncated from fp32), so that both launch bit-identical arguments.
+void push_floating(double number, std::string_view type, KernelArgs& args) {
+  if (type == "fp64") {
+    args.push(number);
+  } else if (type == "fp32") {
+    args.push(static_cast<float>(number));
+  } else if (type == "bf16") {
+    args.push(
+        static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(static_cast<float>(number)) >> 16));
+  } else {
+    std::uint16_t half = 0;
+    PyFloat_Pack2(number, reinterpret_cast<char*>(&half), 1);
+    args.push(half);
+  }
+}
+
+std::string kind_name(CallValue::Kind kind) {
+  switch (kind) {
+    case CallValue::Kind::none:
+      return "None";
+    case CallValue::Kind::boolean:
+      return "a bool";
+    case CallValue::Kind::integer:
+      return "an int";
+    case CallValue::Kind::floating:
+      return "a float";
+    case CallValue::Kind::tensor:
+      return "a tensor";
+  }
+  return "?";
+}
+
+}  // namespace
+
+TritonArgument parse_triton_argument(const std::string& kernel, const std::string& name,
+                                     const std::string& kind, const std::string& type,
+                                     const std::string& pointee, bool divisible, bool constant_none,
+                                     std::int64_t constant_value) {
+  TritonArgument argument;
+  argument.name = name;
+  argument.type = type;
+  argument.divisible_by_16 = divisible;
+  argument.constant_none = constant_none;
+  argument.constant_value = constant_value;
+  if (kind == "pointer") {
+    argument.kind = TritonArgument::Kind::pointer;
+    if (!pointee.empty()) {
+      argument.pointee = parse_dtype(pointee);
+      if (!argument.pointee) {
+        throw InvalidArgument(kernel, name, "has no zerojit dtype '" + pointee + "'");
+      }
+    }
+  } else if (kind == "integer") {
+    argument.kind = TritonArgument::Kind::integer;
+  } else if (kind == "floating") {
+    argument.kind = TritonArgument::Kind::floating;
+  } else if (kind == "boolean") {
+    argument.kind = TritonArgument::Kind::boolean;
+  } else if (kind == "constant") {
+    argument.kind = TritonArgument::Kind::constant;
+  } else {
+    throw InvalidArgument(kernel, name, "has no argument kind '" + kind + "'");
+  }
+  if (kind != "constant" && kind != "pointer" && triton_param_bytes(type) == 0) {
+    throw InvalidArgument(kernel, name, "has a type zerojit cannot pack: '" + type + "'");
+  }
+  return argument;
+}
+
+TritonLauncher::TritonLauncher(DynamicKernel& kernel, std::vector<std::string> names,
+                               std::vector<bool> memoized, PyObject* resolve)
+    : kernel_(kernel), names_(std::move(names)), memoized_(std::move(memoized)), resolve_(resolve) {
+  Py_INCREF(resolve_);
+  if (memoized_.size() != names_.size()) {
+    throw Error("kernel " + kernel_.name() + ": the memo flags do not match the arguments");
+  }
+  if (names_.size() > static_cast<std::size_t>(kMaxKernelParams)) {
+    throw InvalidArgument(kernel_.name(), "params",
+                          std::to_string(names_.size()) + " arguments; zerojit launches at most " +
+                              std::to_string(kMaxKernelParams));
+  }
+}
+
+TritonLauncher::~TritonLauncher() { Py_DECREF(resolve_); }
+
+void TritonLauncher::set_spec(std::int64_t slot, std::vector<TritonArgument> arguments) {
+  if (slot < 0) throw Error("kernel " + kernel_.name() + ": no slot " + std::to_string(slot));
+  if (arguments.size() != names_.size()) {
+    throw Error("kernel " + kernel_.name() + ": a specialization of " +
+                std::to_string(arguments.size()) + " arguments for a function of " +
+                std::to_string(names_.size()));
+  }
+  if (static_cast<std::size_t>(slot) >= specs_.size()) specs_.resize(slot + 1);
+  specs_[static_cast<std::size_t>(slot)] = std::move(arguments);
+}
+
+const TritonLauncher::Resolved& TritonLauncher::resolve(
+    PyObject* args, const std::vector<std::uint64_t>& fingerprint, std::uint64_t hash) {
+  py::object result = py::reinterpret_steal<py::object>(PyObject_CallOneArg(resolve_, args));
+  if (!result) throw py::error_already_set();
+  Resolved resolved;
+  resolved.fingerprint = fingerprint;
+  const auto pair = result.cast<std::pair<std::int64_t, py::tuple>>();
+  resolved.slot = pair.first;
+  const py::tuple& grid = pair.second;
+  if (grid.empty() || grid.size() > 3) {
+    throw InvalidArgument(kernel_.name(), "grid",
+                          "must give 1 to 3 extents, got " + std::to_string(grid.size()));
+  }
+  std::uint32_t* extents[] = {&resolved.grid.x, &resolved.grid.y, &resolved.grid.z};
+  for (std::size_t i = 0; i < grid.size(); ++i) {
+    const auto extent = grid[i].cast<long long>();
+    if (extent < 0 || extent > 0x7fffffffLL) {
+      throw InvalidArgument(kernel_.name(), "grid",
+                            "extents must lie in [0, 2^31), got " + std::to_string(extent));
+    }
+    *extents[i] = static_cast<std::uint32_t>(extent);
+  }
+  if (resolved.slot < 0 || static_cast<std::size_t>(resolved.slot) >= specs_.size() ||
+      specs_[static_cast<std::size_t>(resolved.slot)].empty() != names_.empty()) {
+    throw Error("kernel " + kernel_.name() + ": resolve gave slot " +
+                std::to_string(resolved.slot) + ", which has no specialization");
+  }
+  if (memo_size_ >= kMemoLimit) {
+    memo_.clear();
+    memo_size_ = 0;
+  }
+  auto& bucket = memo_[hash];
+  bucket.push_back(std::move(resolved));
+  ++memo_size_;
+  return bucket.back();
+}
+
+PyObject* TritonLauncher::call(PyObject* args, PyObject* stream) {
+  FastCall call(kernel_.name(), stream);
+  if (!PyTuple_Check(args) || PyTuple_GET_SIZE(args) != static_cast<Py_ssize_t>(names_.size())) {
+    std::string names;
+    for (const auto& name : names_) names += (names.empty() ? "" : ", ") + name;
+    call.fail("args", "takes " + std::to_string(names_.size()) + " arguments (" + names +
+                          "), got " +
+                          std::to_string(PyTuple_Check(args) ? PyTuple_GET_SIZE(args) : -1));
+  }
+  // Reused from call to call (with the GIL held, one call at a time per thread): no allocation
+  // once they have grown.
+  thread_local std::vector<CallValue> values;
+  thread_local std::vector<std::uint64_t> fingerprint;
+  if (values.size() < names_.size()) values.resize(names_.size());
+  fingerprint.clear();
+  for (std::size_t i = 0; i < names_.size(); ++i) {
+    values[i] = read_value(call, PyTuple_GET_ITEM(args, static_cast<Py_ssize_t>(i)), names_[i]);
+    if (memoized_[i]) add_fingerprint(values[i], fingerprint);
+  }
+  const std::uint64_t hash =
+      XXH3_64bits(fingerprint.data(), fingerprint.size() * sizeof(std::uint64_t));
+  const Resolved* resolved = nullptr;
+  if (auto bucket = memo_.find(hash); bucket != memo_.end()) {
+    for (const Resolved& candidate : bucket->second) {
+      if (candidate.fingerprint == fingerprint) resolved = &candidate;
+    }
+  }
+  if (resolved == nullptr) resolved = &resolve(args, fingerprint, hash);
+  const std::int64_t slot = resolved->slot;
+  const Dim3 grid = resolved->grid;
+
+  const std::vector<TritonArgument>& spec = specs_[static_cast<std::size_t>(slot)];
+  KernelArgs packed;
+  std::optional<Device> device;
+  auto describe = [&] {
+    std::string text;
+    for (std::size_t i = 0; i < names_.size(); ++i) {
+      text += (text.empty() ? "" : ", ") + names_[i] + ": " +
+              (values[i].kind == CallValue::Kind::tensor    ? to_string(values[i].tensor.desc)
+               : values[i].kind == CallValue::Kind::integer ? integer_text(values[i])
+                                                            : kind_name(values[i].kind));
+    }
+    return text;
+  };
+  auto refuse = [&](const TritonArgument& argument, const std::string& detail) {
+    kernel_.refuse_specialization(kernel_.slot_text(slot), argument.name, detail, describe());
+  };
+  for (std::size_t i = 0; i < spec.size(); ++i) {
+    const TritonArgument& argument = spec[i];
+    const CallValue& value = values[i];
+    switch (argument.kind) {
+      case TritonArgument::Kind::constant:
+        if (argument.constant_none ? value.kind != CallValue::Kind::none
+                                   : value.kind != CallValue::Kind::integer || value.above_int64 ||
+                                         value.integer != argument.constant_value) {
+          refuse(argument, "is " +
+                               (value.kind == CallValue::Kind::integer ? integer_text(value)
+                                                                       : kind_name(value.kind)) +
+                               ", and the program compiled it as the constant " +
+                               (argument.constant_none ? std::string("None")
+                                                       : std::to_string(argument.constant_value)));
+        }
+        break;  // a constant is no parameter of the compiled kernel
+      case TritonArgument::Kind::pointer: {
+        if (value.kind != CallValue::Kind::tensor) {
+          refuse(argument, "is " + kind_name(value.kind) + ", and the program compiled it as " +
+                               argument.type);
+        }
+        const TensorDesc& desc = value.tensor.desc;
+        if (desc.device.kind != DeviceKind::cuda) {
+          call.fail(argument.name, "must be a CUDA tensor, got " + to_string(desc));
+        }
+        if (!device) {
+          device = desc.device;
+        } else if (desc.device != *device) {
+          call.fail(argument.name, "is on " + to_string(desc.device) +
+                                       " but the call's first "
+                                       "tensor is on " +
+                                       to_string(*device) + "; every tensor must be on one device");
+        }
+        if (argument.pointee && desc.dtype != *argument.pointee) {
+          refuse(argument, "is " + std::string(dtype_name(desc.dtype)) +
+                               ", and the program compiled it as " + argument.type);
+        }
+        if (argument.divisible_by_16 &&
+            reinterpret_cast<std::uintptr_t>(value.tensor.data) % 16 != 0) {
+          refuse(argument,
+                 "has a data pointer that is not 16-byte aligned, and the program "
+                 "compiled it as aligned (divisibility 16)");
+        }
+        packed.push(value.tensor.data);
+        break;
+      }
+      case TritonArgument::Kind::integer:
+        if (value.kind != CallValue::Kind::integer) {
+          refuse(argument, "is " + kind_name(value.kind) + ", and the program compiled it as " +
+                               argument.type);
+        }
+        if (!fits(value, argument.type)) {
+          refuse(argument, "= " + integer_text(value) + " does not fit " + argument.type +
+                               ", the width the program compiled");
+        }
+        if (argument.divisible_by_16 &&
+            (value.above_int64 ? value.unsigned_integer % 16 != 0 : value.integer % 16 != 0)) {
+          refuse(argument, "= " + integer_text(value) +
+                               " is not a multiple of 16, and the program compiled it as one "
+                               "(divisibility 16)");
+        }
+        push_integer(value, argument.type, packed);
+        break;
+      case TritonArgument::Kind::floating:
+        if (value.kind == CallValue::Kind::floating) {
+          push_floating(value.number, argument.type, packed);
+        } else if (value.kind == CallValue::Kind::integer) {  // a whole number for a float
+          push_floating(value.above_int64 ? static_cast<double>(value.unsigned_integer)
+                                          : static_cast<double>(value.integer),
+                        argument.type, packed);
+        } else {
+          call.fail(argument.name,
+                    "must be a number (" + argument.type + "), got " + kind_name(value.kind));
+        }
+        break;
+      case TritonArgument::Kind::boolean:
+        if (value.kind != CallValue::Kind::boolean) {
+          refuse(argument, "is " + kind_name(value.kind) + ", and the program compiled it as " +
+                               argument.type);
+        }
+        packed.push(static_cast<std::uint8_t>(value.flag ? 1 : 0));
+        break;
+    }
+  }
+  const int ordinal = device ? device->ordinal : call.device();
+  const LaunchTarget target{ordinal, call.stream()};
+  const KeySlot key{slot};
+  const cuda::ScopedDevice scoped(ordinal);
+  if (kernel_.has_executor(key, ordinal)) {
+    kernel_.launch_recorded(key, grid, packed, target);
+    Py_RETURN_NONE;
+  }
+  // A miss (slow anyway) describes its arguments for the monitor's and errors' messages.
+  CallDescriptors descriptors;
+  descriptors.tensors = describe();
+  PyThreadState* saved = PyEval_SaveThread();
+  try {
+    kernel_.launch_recorded(key, grid, packed, target, DescriptorText::of(descriptors));
+  } catch (...) {
+    PyEval_RestoreThread(saved);
+    throw;
+  }
+  PyEval_RestoreThread(saved);
+  Py_RETURN_NONE;
+}
+
+namespace {
+
+TritonLauncher* launcher_of(PyObject* capsule) {
+  return static_cast<TritonLauncher*>(PyCapsule_GetPointer(capsule, kCapsuleName));
+}
+
+// (launcher capsule, args tuple, stream) -> None
+PyObject* triton_call(PyObject*, PyObject* const* argv, Py_ssize_t nargs) {
+  if (nargs != 3) {
+    PyErr_Format(PyExc_TypeError, "zerojit._core.triton_call takes 3 arguments (%zd given)", nargs);
+    return nullptr;
+  }
+  try {
+    TritonLauncher* launcher = launcher_of(argv[0]);
+    if (launcher == nullptr) return nullptr;
+    return launcher->call(argv[1], argv[2]);
+  } catch (...) {
+    set_python_error_from_current_exception();
+    return nullptr;
+  }
+}
+
+PyMethodDef kTritonCall[] = {
+    {"triton_call", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(triton_call)),
+     METH_FASTCALL, "launch of a Triton kernel (zerojit.TritonKernel): launcher, args, stream"},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+using SpecTuple =
+    std::tuple<std::string, std::string, std::string, std::string, bool, bool, std::int64_t>;
+
+}  // namespace
+
+void bind_triton(py::module_& module) {
+  if (PyModule_AddFunctions(module.ptr(), kTritonCall) != 0) throw py::error_already_set();
+  // One launcher per kernel name for the life of the process (as the kernel itself): a launch
+  // in flight or a warmed executor may refer to it at any time.
+  module.def(
+      "triton_launcher",
+      [](DynamicKernel& kernel, std::vector<std::string> names, std::vector<bool> memoized,
+         py::object resolve) {
+        // Never destroyed (a thread may be launching through one with the GIL released), so a
+        // kernel class defined again gets a new launcher beside the old one.
+        static std::mutex mutex;
+        static auto* launchers = new std::vector<std::unique_ptr<TritonLauncher>>();
+        std::lock_guard lock(mutex);
+        launchers->push_back(std::make_unique<TritonLauncher>(kernel, std::move(names),
+                                                              std::move(memoized), resolve.ptr()));
+        return py::reinterpret_steal<py::object>(
+            PyCapsule_New(launchers->back().get(), kCapsuleName, nullptr));
+      },
+      py::arg("kernel"), py::arg("names"), py::arg("memoized"), py::arg("resolve"));
+  module.def("triton_set_spec",
+             [](py::object capsule, std::int64_t slot, const std::vector<SpecTuple>& arguments) {
+               TritonLauncher* launcher = launcher_of(capsule.ptr());
+               if (launcher == nullptr) throw py::error_already_set();
+               std::vector<TritonArgument> parsed;
+               for (const auto& [name, kind, type, pointee, divisible, none, value] : arguments) {
+                 parsed.push_back(parse_triton_argument(launcher->kernel().name(), name, kind, type,
+                                                        pointee, divisible, none, value));
+               }
+               launcher->set_spec(slot, std::move(parsed));
+             });
+  // (dtype name, shape, strides, alignment) of any DLPack producer, for zerojit.TensorDesc.of.
+  module.def("describe_tensor", [](py::object object) {
+    FastCall call("TensorDesc.of", Py_None);
+    const TensorRef ref = call.tensor(object.ptr(), "tensor");
+    py::tuple shape(ref.desc.ndim);
+    py::tuple strides(ref.desc.ndim);
+    for (int d = 0; d < ref.desc.ndim; ++d) {
+      shape[d] = ref.desc.size(d);
+      strides[d] = ref.desc.stride(d);
+    }
+    return py::make_tuple(std::string(dtype_name(ref.desc.dtype)), shape, strides,
+                          ref.desc.alignment);
+  });
+  module.def("triton_forget_memo", [](py::object capsule) {
+    TritonLauncher* launcher = launcher_of(capsule.ptr());
+    if (launcher == nullptr) throw py::error_already_set();
+    launcher->forget_memo();
+  });
+}
+
+}  // namespace zerojit::python

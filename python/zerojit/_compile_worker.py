@@ -1,0 +1,144 @@
+"""A compile worker (zerojit._workers): reads requests from standard input, compiles, answers on
+standard output, until its input ends. Runs in its own interpreter, never in a serving process.
+
+A request is a dict whose "op" names the language ("triton"); a reply is a dict with "ok" and
+either the result or "error" (with the exception's type name and any compiler log).
+"""
+
+import importlib
+import importlib.util
+import os
+import pickle
+import struct
+import sys
+import time
+import traceback
+
+_HEADER = struct.Struct("<Q")
+
+# Triton's parameters after its own (3.5 and 3.6 append a global and a profile scratch
+# pointer to every kernel); another minor version may differ, so it is refused by name.
+_SUPPORTED_TRITON = ("3.5", "3.6")
+_SCRATCH_POINTERS = 2
+
+
+class RequestError(Exception):
+    """A request this worker cannot serve; the message says why."""
+
+
+def _function(request):
+    """The @triton.jit (or @cute.jit) function a request names, imported here."""
+    module_name, qualname, file = request["module"], request["qualname"], request.get("file")
+    if module_name == "__main__":
+        # The parent's script, under another name: its `if __name__ == "__main__":` block does
+        # not run here.
+        if not file:
+            raise RequestError("the kernel's module is __main__ and its file is unknown")
+        spec = importlib.util.spec_from_file_location("__zerojit_main__", file)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["__zerojit_main__"] = module
+        spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(module_name)
+    try:
+        return getattr(module, qualname)
+    except AttributeError:
+        raise RequestError(f"module {module_name} has no attribute {qualname}") from None
+
+
+def _compile_triton(request):
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    if not triton.__version__.startswith(_SUPPORTED_TRITON):
+        raise RequestError(f"Triton {triton.__version__} is not supported (zerojit launches "
+                           f"Triton {', '.join(_SUPPORTED_TRITON)})")
+    if triton.__version__ != request["triton_version"]:
+        raise RequestError(f"this worker imports Triton {triton.__version__}, the parent "
+                           f"identified Triton {request['triton_version']}")
+    fn = _function(request)
+    if not isinstance(fn, triton.runtime.jit.JITFunction):
+        raise RequestError(f"{request['module']}:{request['qualname']} is not a @triton.jit "
+                           f"function (it is a {type(fn).__name__})")
+    signature = request["signature"]
+    if list(signature) != list(fn.arg_names):
+        raise RequestError(f"the function's parameters are {list(fn.arg_names)}, the key's "
+                           f"program names {list(signature)}")
+    attrs = {(fn.arg_names.index(name),): [["tt.divisibility", 16]]
+             for name in request["divisible"]}
+    source = ASTSource(fn, signature, request["constexprs"], attrs)
+    target = GPUTarget("cuda", request["capability"], 32)
+    start = time.perf_counter()
+    compiled = triton.compile(source, target=target, options=request["options"])
+    seconds = time.perf_counter() - start
+    metadata = compiled.metadata
+    params = [signature[name] for name in fn.arg_names if signature[name] != "constexpr"]
+    record = {
+        "entry": metadata.name,
+        "block_threads": 32 * metadata.num_warps,
+        "shared_bytes": metadata.shared,
+        "cluster_ctas": getattr(metadata, "num_ctas", 1),
+        "programmatic_serialization": bool(getattr(metadata, "launch_pdl", False)),
+        "cooperative": bool(getattr(metadata, "launch_cooperative_grid", False)),
+        "params": params,
+        "scratch_pointers": _SCRATCH_POINTERS,
+        "global_scratch_bytes": getattr(metadata, "global_scratch_size", 0),
+        "profile_scratch_bytes": getattr(metadata, "profile_scratch_size", 0),
+        "tensor_descriptors": len(getattr(metadata, "tensordesc_meta", None) or []),
+    }
+    if record["global_scratch_bytes"] or record["profile_scratch_bytes"]:
+        raise RequestError(f"the compiled kernel needs {record['global_scratch_bytes']} bytes of "
+                           "global scratch a program, which zerojit does not allocate yet")
+    if record["tensor_descriptors"]:
+        raise RequestError("the compiled kernel takes host TMA descriptors, which zerojit does "
+                           "not build yet")
+    return {"image": compiled.asm["cubin"], "entry": metadata.name, "record": record,
+            "seconds": seconds, "log": ""}
+
+
+_OPERATIONS = {"triton": _compile_triton}
+
+
+def _serve(request):
+    operation = _OPERATIONS.get(request.get("op"))
+    if operation is None:
+        return {"ok": False, "type": "RequestError", "error": f"unknown request {request!r}"}
+    try:
+        return {"ok": True, **operation(request)}
+    except RequestError as error:
+        return {"ok": False, "type": "RequestError", "error": str(error)}
+    except Exception as error:  # the compiler's own failure, reported with its traceback
+        return {"ok": False, "type": type(error).__name__, "error": str(error) or repr(error),
+                "log": traceback.format_exc()}
+
+
+def _read(stream, size):
+    data = b""
+    while len(data) < size:
+        chunk = stream.read(size - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+def main():
+    requests, replies = sys.stdin.buffer, sys.stdout.buffer
+    # Anything a compiler prints goes to standard error, never into the reply stream.
+    sys.stdout = sys.stderr
+    while True:
+        header = _read(requests, _HEADER.size)
+        if header is None:
+            return 0
+        body = _read(requests, _HEADER.unpack(header)[0])
+        if body is None:
+            return 0
+        reply = pickle.dumps(_serve(pickle.loads(body)), protocol=pickle.HIGHEST_PROTOCOL)
+        replies.write(_HEADER.pack(len(reply)) + reply)
+        replies.flush()
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("ZEROJIT_COMPILE_WORKER", "1")
+    sys.exit(main())

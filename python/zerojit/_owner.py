@@ -1,0 +1,185 @@
+"""What every kernel owner defined in Python shares, whatever its language (zerojit.Kernel for
+CUDA C++, zerojit.TritonKernel): one instance per class, a unique name, a frozen dataclass Key
+whose fields the C++ core holds, keys interned into the core's slots, the warmup space
+expanded through the same dispatch the calls use, compile / identity / counters.
+"""
+
+import dataclasses
+import typing
+
+from . import _core
+from ._errors import Error, InvalidArgument
+from ._types import DType
+
+__all__ = ["KernelOwner"]
+
+_FIELD_KINDS = {bool: "bool", int: "int", str: "str", DType: "dtype"}
+
+
+class KernelOwner:
+    """Base of the Python kernel owners; a language's owner defines ``_intern(key, fields)``
+    (and may extend ``_setup_owner``)."""
+
+    name: str = ""
+    Key: type = None
+
+    _instances = {}  # class -> its instance
+    _names = {}      # kernel name -> class (unique across every language)
+
+    def __new__(cls):
+        instance = KernelOwner._instances.get(cls)
+        if instance is None:
+            instance = super().__new__(cls)
+            instance._setup()
+            KernelOwner._instances[cls] = instance
+        return instance
+
+    @classmethod
+    def instance(cls):
+        return cls()
+
+    @staticmethod
+    def named(name):
+        """The owner instance registered under a kernel name, or None."""
+        cls = KernelOwner._names.get(name)
+        return None if cls is None else KernelOwner._instances.get(cls)
+
+    def _setup(self):
+        cls = type(self)
+        name = self.name
+        if not isinstance(name, str) or not name:
+            raise InvalidArgument(f"kernel class {cls.__name__}: set `name` to a non-empty str",
+                                  cls.__name__, "name")
+        other = KernelOwner._names.get(name)
+        if other is not None and other is not cls:
+            raise InvalidArgument(
+                f"kernel {name}: the name is taken by {other.__qualname__}; kernel names are "
+                "unique in a process", name, "name")
+        key = self.Key
+        if not (dataclasses.is_dataclass(key) and isinstance(key, type)
+                and key.__dataclass_params__.frozen):
+            raise InvalidArgument(f"kernel {name}: Key must be a frozen dataclass", name, "Key")
+        hints = typing.get_type_hints(key) if not _has_string_annotations(key) else {}
+        self._fields = tuple(
+            (f.name, _field_kind(name, f.name, hints.get(f.name, f.type)))
+            for f in dataclasses.fields(key)
+        )
+        self._core = _core.dynamic_kernel(name)
+        self._slots = {}
+        self._setup_owner()
+        KernelOwner._names[name] = cls
+
+    def _setup_owner(self):
+        """A language's own checks and state, once per class (after the name and Key)."""
+
+    def _intern(self, key, fields):
+        """Interns `key` (its fields as the core takes them) into the core; returns the slot."""
+        raise NotImplementedError
+
+    # --- What the owner writes ----------------------------------------------------------------
+    def dispatch(self, *descriptors):
+        raise NotImplementedError(f"kernel {self.name}: define dispatch()")
+
+    def warmup_space(self):
+        return None
+
+    # --- What the base provides ----------------------------------------------------------------
+    def slot(self, key):
+        """The core's handle of ``key``, interning it (and building its program) on first use."""
+        slot = self._slots.get(key)
+        if slot is not None:
+            return slot
+        if type(key) is not self.Key:
+            raise InvalidArgument(
+                f"kernel {self.name}: dispatch returned {type(key).__name__}, not "
+                f"{self.Key.__name__}", self.name, "Key")
+        fields = []
+        for field, kind in self._fields:
+            value = getattr(key, field)
+            fields.append((field, kind, _field_value(self.name, field, kind, value)))
+        slot = self._intern(key, fields)
+        self._slots[key] = slot
+        return slot
+
+    def key_text(self, key):
+        """The key as the core prints it: ``"dtype=f32, vector_width=4"``."""
+        return self._core.slot_text(self.slot(key))
+
+    def identity(self, key, arch="sm_90a"):
+        """The key's program identity on ``arch`` (32 hex digits), as the disk cache names it."""
+        return self._core.identity(self.slot(key), arch)
+
+    def compile(self, key, arch="sm_90a"):
+        """Compiles one key (memory -> disk cache -> compiler); returns its origin ("compiled",
+        "disk" or "memory")."""
+        origin, _ = self._core.compile(self.slot(key), arch)
+        return origin
+
+    def expand(self, space=None):
+        """The warmup space's keys (dispatch evaluated at every kept point), in first-seen
+        order, with its dead axes and point counts."""
+        space = space if space is not None else self.warmup_space()
+        if space is None:
+            raise Error(f"kernel {self.name}: no warmup space (define warmup_space())")
+        try:
+            return space.expand(self._dispatch_point)
+        except Error as error:
+            raise type(error)(f"kernel {self.name}: {error}") from error
+
+    def _dispatch_point(self, point_arguments):
+        if isinstance(point_arguments, dict):
+            return self.dispatch(**point_arguments)
+        return self.dispatch(*point_arguments)
+
+    def counters(self):
+        """hits, misses, compiles, disk_loads, loads and runtime_jit of this kernel."""
+        return self._core.counters_json()
+
+
+def _has_string_annotations(key):
+    return any(isinstance(f.type, str) for f in dataclasses.fields(key))
+
+
+def _field_kind(kernel, field, annotation):
+    if isinstance(annotation, str):  # from __future__ import annotations
+        annotation = {"bool": bool, "int": int, "str": str, "DType": DType,
+                      "zerojit.DType": DType}.get(annotation, annotation)
+    kind = _FIELD_KINDS.get(annotation)
+    if kind is None:
+        raise InvalidArgument(
+            f"kernel {kernel}: key field '{field}' has type {annotation!r}; a key field is "
+            "an int, bool, str or zerojit.DType",
+            kernel, field,
+        )
+    return kind
+
+
+def _field_value(kernel, field, kind, value):
+    if kind == "bool":
+        ok = isinstance(value, bool)
+    elif kind == "int":
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif kind == "str":
+        ok = isinstance(value, str) and not isinstance(value, DType)
+    else:
+        try:
+            value = DType.of(value)
+            ok = True
+        except ValueError:
+            ok = False
+        value = value.value if ok else value
+    if not ok:
+        raise InvalidArgument(
+            f"kernel {kernel}: key field '{field}' must be {kind}, got {value!r}", kernel, field)
+    # What the C++ key holds: a 64-bit int, a UTF-8 string.
+    if kind == "int" and not -(2**63) <= value < 2**63:
+        raise InvalidArgument(
+            f"kernel {kernel}: key field '{field}' must fit in 64 bits, got {value}", kernel, field)
+    if kind == "str":
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidArgument(
+                f"kernel {kernel}: key field '{field}' must be valid Unicode text (no lone "
+                f"surrogates), got {value!r}", kernel, field) from None
+    return value

@@ -1,0 +1,273 @@
+"""A Triton function's source as zerojit identifies it, read without importing anything.
+
+A process that only serves warmed Triton kernels from a pack has no Triton to import, so it
+cannot import the module that defines a ``@triton.jit`` function either. The identity of a
+kernel's program therefore comes from the module's source file, parsed with ``ast``: the
+function's own text, then, by name, every module-level definition it uses (helper
+``@triton.jit`` functions, constants such as ``BLOCK = tl.constexpr(64)``), followed into the
+modules it imports them from, transitively. Line numbers take no part: adding a line above a
+kernel changes nothing (Triton's own cache key changes with the starting line). Names that
+resolve into Triton, PyTorch or the standard library are left out: their code is covered by the
+compiler version in the identity.
+"""
+
+import ast
+import importlib.util
+import os
+import sys
+
+from ._errors import InvalidArgument
+
+__all__ = ["FunctionSource", "locate", "read"]
+
+# Names from these packages are not followed: the compiler version covers them.
+_OPAQUE = ("triton", "torch", "numpy", "builtins", "math", "functools", "typing", "os", "sys")
+_MAX_SOURCE_BYTES = 4 << 20  # the identity text of one kernel; past it, a config error
+
+
+class FunctionSource:
+    """What the identity and the call path need of a Triton function: its module, its
+    qualified name, the module file (for compile workers when the module is ``__main__``), its
+    parameters as ``(name, is_constexpr)`` and the identity text."""
+
+    def __init__(self, module, qualname, file, params, text):
+        self.module = module
+        self.qualname = qualname
+        self.file = file
+        self.params = params
+        self.text = text
+
+    @property
+    def runtime_params(self):
+        return tuple(name for name, constexpr in self.params if not constexpr)
+
+    @property
+    def constexpr_params(self):
+        return tuple(name for name, constexpr in self.params if constexpr)
+
+
+def locate(fn, kernel):
+    """(module, qualname) of a Triton function given as a ``@triton.jit`` object or as a
+    string ``"package.module:function"``."""
+    if isinstance(fn, str):
+        module, sep, qualname = fn.partition(":")
+        if not sep or not module or not qualname:
+            raise InvalidArgument(
+                f"kernel {kernel}: fn '{fn}' must be 'package.module:function'", kernel, "fn")
+        return module, qualname
+    inner = getattr(fn, "fn", None)  # triton.JITFunction wraps the Python function
+    target = inner if inner is not None and callable(inner) else fn
+    module = getattr(target, "__module__", None)
+    qualname = getattr(target, "__qualname__", None)
+    if not module or not qualname:
+        raise InvalidArgument(
+            f"kernel {kernel}: fn must be a @triton.jit function or 'module:function', got "
+            f"{type(fn).__name__}", kernel, "fn")
+    return module, qualname
+
+
+def read(module, qualname, kernel):
+    """The FunctionSource of ``module:qualname``, from the module's file."""
+    if "." in qualname or "<" in qualname:
+        raise InvalidArgument(
+            f"kernel {kernel}: the Triton function {module}:{qualname} must be defined at the "
+            "top level of its module (compile workers import it by name)", kernel, "fn")
+    file = _module_file(module)
+    if file is None:
+        raise InvalidArgument(
+            f"kernel {kernel}: cannot find the source of module '{module}' (the Triton function's "
+            "module must be a .py file on sys.path)", kernel, "fn")
+    tree = _parse(file, kernel)
+    found = _top_level(tree).get(qualname)
+    if not isinstance(found, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        raise InvalidArgument(
+            f"kernel {kernel}: module '{module}' ({file}) defines no top-level function "
+            f"'{qualname}'", kernel, "fn")
+    params = tuple((arg.arg, _is_constexpr(arg.annotation)) for arg in _arguments(found))
+    text = _Collector(kernel).collect(module, file, tree, qualname)
+    return FunctionSource(module, qualname, file, params, text)
+
+
+def _arguments(function):
+    args = function.args
+    return [*args.posonlyargs, *args.args, *args.kwonlyargs]
+
+
+def _is_constexpr(annotation):
+    """``tl.constexpr``, ``triton.language.constexpr``, ``constexpr`` or the string form."""
+    if annotation is None:
+        return False
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        return annotation.value.split(".")[-1] == "constexpr"
+    if isinstance(annotation, ast.Attribute):
+        return annotation.attr == "constexpr"
+    return isinstance(annotation, ast.Name) and annotation.id == "constexpr"
+
+
+def _parse(file, kernel):
+    try:
+        with open(file, "rb") as handle:
+            data = handle.read(_MAX_SOURCE_BYTES + 1)
+        if len(data) > _MAX_SOURCE_BYTES:
+            raise InvalidArgument(f"kernel {kernel}: {file} is larger than {_MAX_SOURCE_BYTES} "
+                                  "bytes", kernel, "fn")
+        return ast.parse(data, filename=file)
+    except (OSError, SyntaxError, ValueError) as error:
+        raise InvalidArgument(f"kernel {kernel}: cannot read {file}: {error}", kernel,
+                              "fn") from error
+
+
+def _top_level(tree):
+    """Module-level names -> the statement that binds them (the last binding wins)."""
+    names = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names[node.name] = node
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for leaf in ast.walk(target):
+                    if isinstance(leaf, ast.Name):
+                        names[leaf.id] = node
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                bound = alias.asname or alias.name.split(".")[0]
+                names[bound] = node
+    return names
+
+
+def _module_file(module):
+    """The .py file of a module, found without importing it (nor its packages)."""
+    loaded = sys.modules.get(module)
+    if loaded is not None:
+        return _file_of(loaded)
+    if module == "__main__":
+        return None
+    parts = module.split(".")
+    top = sys.modules.get(parts[0])
+    if top is not None:
+        locations, origin = list(getattr(top, "__path__", None) or []), _file_of(top)
+    else:
+        try:
+            spec = importlib.util.find_spec(parts[0])  # a top-level name: nothing is executed
+        except (ImportError, ValueError):
+            return None
+        if spec is None:
+            return None
+        locations, origin = list(spec.submodule_search_locations or []), spec.origin
+    for part in parts[1:]:
+        origin = None
+        for location in locations:
+            package = os.path.join(location, part, "__init__.py")
+            plain = os.path.join(location, part + ".py")
+            if os.path.isfile(package):
+                origin, locations = package, [os.path.dirname(package)]
+                break
+            if os.path.isfile(plain):
+                origin, locations = plain, []
+                break
+        if origin is None:
+            return None
+    return origin if origin and origin.endswith(".py") else None
+
+
+def _file_of(module):
+    file = getattr(module, "__file__", None) if module is not None else None
+    return file if file and file.endswith(".py") and os.path.isfile(file) else None
+
+
+def _resolve_relative(module, file, level, name):
+    """The absolute module an ``ImportFrom`` of ``module`` (whose file is ``file``) names."""
+    if level == 0:
+        return name
+    package_parts = module.split(".")
+    is_package = os.path.basename(file) == "__init__.py"
+    if not is_package:
+        package_parts = package_parts[:-1]
+    if level > 1:
+        package_parts = package_parts[: len(package_parts) - (level - 1)]
+    base = ".".join(package_parts)
+    return f"{base}.{name}" if name and base else (name or base)
+
+
+class _Collector:
+    """Collects the source of a function and of every definition it reaches, by name."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+        self.parts = {}  # (module, name) -> text
+        self.trees = {}  # module -> (file, tree, top-level names, source text) or None
+
+    def collect(self, module, file, tree, name):
+        self.trees[module] = (file, tree, _top_level(tree), _read_text(file))
+        self._visit(module, name)
+        return "".join(f"# {key[0]}:{key[1]}\n{text}\n" for key, text in sorted(self.parts.items()))
+
+    def _module(self, module):
+        if module in self.trees:
+            return self.trees[module]
+        file = None if module.split(".")[0] in _OPAQUE else _module_file(module)
+        if file is None:
+            self.trees[module] = None
+            return None
+        tree = _parse(file, self.kernel)
+        self.trees[module] = (file, tree, _top_level(tree), _read_text(file))
+        return self.trees[module]
+
+    def _visit(self, module, name):
+        if (module, name) in self.parts:
+            return
+        loaded = self._module(module)
+        if loaded is None:
+            return
+        file, _, names, source = loaded
+        node = names.get(name)
+        if node is None:
+            return
+        text = ast.get_source_segment(source, node) or ast.dump(node)
+        self.parts[(module, name)] = text
+        if sum(len(t) for t in self.parts.values()) > _MAX_SOURCE_BYTES:
+            raise InvalidArgument(f"kernel {self.kernel}: the Triton function's sources exceed "
+                                  f"{_MAX_SOURCE_BYTES} bytes", self.kernel, "fn")
+        if isinstance(node, ast.ImportFrom):
+            target = _resolve_relative(module, file, node.level, node.module or "")
+            for alias in node.names:
+                if (alias.asname or alias.name) == name:
+                    if self._module(f"{target}.{alias.name}") is not None:
+                        continue  # a submodule: its attributes are followed where used
+                    self._visit(target, alias.name)
+            return
+        if isinstance(node, ast.Import):
+            return  # attributes of the module are followed where they are used
+        for used, attribute in _used_names(node):
+            bound = names.get(used)
+            if isinstance(bound, ast.Import) and attribute is not None:
+                for alias in bound.names:
+                    if (alias.asname or alias.name.split(".")[0]) == used:
+                        self._visit(alias.name if alias.asname else used, attribute)
+            elif isinstance(bound, ast.ImportFrom) and attribute is not None:
+                target = _resolve_relative(module, file, bound.level, bound.module or "")
+                for alias in bound.names:
+                    if (alias.asname or alias.name) == used:
+                        self._visit(f"{target}.{alias.name}", attribute)
+                self._visit(module, used)
+            else:
+                self._visit(module, used)
+
+
+
+def _read_text(file):
+    with open(file, encoding="utf-8", errors="replace") as handle:
+        return handle.read()
+
+
+def _used_names(node):
+    """(name, attribute or None) for every name the node loads: ``helper`` gives
+    ("helper", None), ``mod.helper`` gives ("mod", "helper")."""
+    out = []
+    for child in ast.walk(node):
+        if isinstance(child, ast.Attribute) and isinstance(child.value, ast.Name):
+            out.append((child.value.id, child.attr))
+        elif isinstance(child, ast.Name):
+            out.append((child.id, None))
+    return out
