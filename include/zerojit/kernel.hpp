@@ -307,22 +307,25 @@ class JitKernel : public KernelBase {
   void launch_recorded(const Key& key, Dim3 grid, KernelArgs& args, LaunchTarget target,
                        DescriptorText descriptors = {}) {
     if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
-    const LoadedFunction* function = executors_.find(key, target.device);
-    if (function == nullptr) {
-      function = &load_slow(key, target, descriptors);
-    } else {
-      stats_.hits.fetch_add(1, std::memory_order_relaxed);
+    if (const LoadedFunction* function = executors_.find(key, target.device)) {
+      launch_recorded_on(*function, grid, args, target);
+      return;
     }
-    for (std::uint32_t i = 0; i < function->trailing_null_pointers; ++i) {
-      args.push(static_cast<void*>(nullptr));
-    }
-    check_arguments(*function, args);
-    LaunchGeometry geometry;
-    geometry.grid = {grid.x * function->grid_x_multiplier, grid.y, grid.z};
-    geometry.block = {function->block_threads, 1, 1};
-    geometry.shared_bytes = function->shared_bytes;
-    geometry.attributes = function->attributes;
-    Runtime::instance().backend().launch(*function, geometry, args, target.stream);
+    launch_with_record(load_slow(key, target, descriptors), grid, args, target);  // a miss
+  }
+
+  // The loaded function of (key, device), or nullptr: a caller that looks it up once (the
+  // Python call path) then launches with launch_recorded_on.
+  const LoadedFunction* loaded_function(const Key& key, int device) const {
+    return executors_.find(key, device);
+  }
+
+  // launch_recorded on a function already found (counted as a hit).
+  void launch_recorded_on(const LoadedFunction& function, Dim3 grid, KernelArgs& args,
+                          LaunchTarget target) {
+    if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
+    stats_.hits.fetch_add(1, std::memory_order_relaxed);
+    launch_with_record(function, grid, args, target);
   }
 
   // Whether (key, device) has a loaded function: a launch of it takes the hit path.
@@ -393,6 +396,21 @@ class JitKernel : public KernelBase {
     }
     check_arguments(*function, args);
     Runtime::instance().backend().launch(*function, geometry, args, target.stream);
+  }
+
+  // The record's trailing null pointers appended, its geometry and attributes, the launch.
+  void launch_with_record(const LoadedFunction& function, Dim3 grid, KernelArgs& args,
+                          LaunchTarget target) {
+    for (std::uint32_t i = 0; i < function.trailing_null_pointers; ++i) {
+      args.push(static_cast<void*>(nullptr));
+    }
+    check_arguments(function, args);
+    LaunchGeometry geometry;
+    geometry.grid = {grid.x * function.grid_x_multiplier, grid.y, grid.z};
+    geometry.block = {function.block_threads, 1, 1};
+    geometry.shared_bytes = function.shared_bytes;
+    geometry.attributes = function.attributes;
+    Runtime::instance().backend().launch(function, geometry, args, target.stream);
   }
 
   const LoadedFunction& load_slow(const Key& key, LaunchTarget target, DescriptorText descriptors) {

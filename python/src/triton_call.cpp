@@ -278,8 +278,12 @@ void TritonLauncher::set_spec(std::int64_t slot, std::vector<TritonArgument> arg
 }
 
 const TritonLauncher::Resolved& TritonLauncher::resolve(
-    PyObject* args, const std::vector<std::uint64_t>& fingerprint, std::uint64_t hash) {
-  py::object result = py::reinterpret_steal<py::object>(PyObject_CallOneArg(resolve_, args));
+    PyObject* const* args, Py_ssize_t count, const std::vector<std::uint64_t>& fingerprint,
+    std::uint64_t hash) {
+  py::tuple arguments(count);
+  for (Py_ssize_t i = 0; i < count; ++i) arguments[i] = py::reinterpret_borrow<py::object>(args[i]);
+  py::object result =
+      py::reinterpret_steal<py::object>(PyObject_CallOneArg(resolve_, arguments.ptr()));
   if (!result) throw py::error_already_set();
   Resolved resolved;
   resolved.fingerprint = fingerprint;
@@ -314,14 +318,13 @@ const TritonLauncher::Resolved& TritonLauncher::resolve(
   return bucket.back();
 }
 
-PyObject* TritonLauncher::call(PyObject* args, PyObject* stream) {
+PyObject* TritonLauncher::call(PyObject* const* args, Py_ssize_t count, PyObject* stream) {
   FastCall call(kernel_.name(), stream);
-  if (!PyTuple_Check(args) || PyTuple_GET_SIZE(args) != static_cast<Py_ssize_t>(names_.size())) {
+  if (count != static_cast<Py_ssize_t>(names_.size())) {
     std::string names;
     for (const auto& name : names_) names += (names.empty() ? "" : ", ") + name;
     call.fail("args", "takes " + std::to_string(names_.size()) + " arguments (" + names +
-                          "), got " +
-                          std::to_string(PyTuple_Check(args) ? PyTuple_GET_SIZE(args) : -1));
+                          "), got " + std::to_string(count));
   }
   // Reused from call to call (with the GIL held, one call at a time per thread): no allocation
   // once they have grown.
@@ -330,7 +333,7 @@ PyObject* TritonLauncher::call(PyObject* args, PyObject* stream) {
   if (values.size() < names_.size()) values.resize(names_.size());
   fingerprint.clear();
   for (std::size_t i = 0; i < names_.size(); ++i) {
-    values[i] = read_value(call, PyTuple_GET_ITEM(args, static_cast<Py_ssize_t>(i)), names_[i]);
+    values[i] = read_value(call, args[i], names_[i]);
     if (memoized_[i]) add_fingerprint(values[i], fingerprint);
   }
   const std::uint64_t hash =
@@ -341,7 +344,7 @@ PyObject* TritonLauncher::call(PyObject* args, PyObject* stream) {
       if (candidate.fingerprint == fingerprint) resolved = &candidate;
     }
   }
-  if (resolved == nullptr) resolved = &resolve(args, fingerprint, hash);
+  if (resolved == nullptr) resolved = &resolve(args, count, fingerprint, hash);
   const std::int64_t slot = resolved->slot;
   const Dim3 grid = resolved->grid;
 
@@ -449,8 +452,8 @@ PyObject* TritonLauncher::call(PyObject* args, PyObject* stream) {
   const LaunchTarget target{ordinal, call.stream()};
   const KeySlot key{slot};
   const cuda::ScopedDevice scoped(ordinal);
-  if (kernel_.has_executor(key, ordinal)) {
-    kernel_.launch_recorded(key, grid, packed, target);
+  if (const LoadedFunction* function = kernel_.loaded_function(key, ordinal)) {
+    kernel_.launch_recorded_on(*function, grid, packed, target);
     Py_RETURN_NONE;
   }
   // A miss (slow anyway) describes its arguments for the monitor's and errors' messages.
@@ -473,27 +476,46 @@ TritonLauncher* launcher_of(PyObject* capsule) {
   return static_cast<TritonLauncher*>(PyCapsule_GetPointer(capsule, kCapsuleName));
 }
 
-// (launcher capsule, args tuple, stream) -> None
-PyObject* triton_call(PyObject*, PyObject* const* argv, Py_ssize_t nargs) {
-  if (nargs != 3) {
-    PyErr_Format(PyExc_TypeError, "zerojit._core.triton_call takes 3 arguments (%zd given)", nargs);
+// zerojit.TritonKernel.__call__(self, *args, stream=None), in C: the kernel's launcher is its
+// `_launcher` attribute, the arguments are read where they lie (no Python frame of its own).
+PyObject* triton_instance_call(PyObject*, PyObject* const* argv, Py_ssize_t nargsf,
+                               PyObject* kwnames) {
+  static PyObject* const launcher_name = PyUnicode_InternFromString("_launcher");
+  static PyObject* const stream_name = PyUnicode_InternFromString("stream");
+  const Py_ssize_t positional = PyVectorcall_NARGS(nargsf);
+  PyObject* stream = Py_None;
+  const Py_ssize_t keywords = kwnames == nullptr ? 0 : PyTuple_GET_SIZE(kwnames);
+  for (Py_ssize_t i = 0; i < keywords; ++i) {
+    PyObject* name = PyTuple_GET_ITEM(kwnames, i);
+    if (PyUnicode_Compare(name, stream_name) != 0) {
+      PyErr_Format(PyExc_TypeError, "a Triton kernel's call takes no keyword '%U' (only stream)",
+                   name);
+      return nullptr;
+    }
+    stream = argv[positional + i];
+  }
+  if (positional < 1) {
+    PyErr_SetString(PyExc_TypeError, "TritonKernel.__call__ needs the kernel instance");
     return nullptr;
   }
   try {
-    TritonLauncher* launcher = launcher_of(argv[0]);
+    py::object capsule =
+        py::reinterpret_steal<py::object>(PyObject_GetAttr(argv[0], launcher_name));
+    if (!capsule) return nullptr;
+    TritonLauncher* launcher = launcher_of(capsule.ptr());
     if (launcher == nullptr) return nullptr;
-    return launcher->call(argv[1], argv[2]);
+    return launcher->call(argv + 1, positional - 1, stream);
   } catch (...) {
     set_python_error_from_current_exception();
     return nullptr;
   }
 }
 
-PyMethodDef kTritonCall[] = {
-    {"triton_call", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(triton_call)),
-     METH_FASTCALL, "launch of a Triton kernel (zerojit.TritonKernel): launcher, args, stream"},
-    {nullptr, nullptr, 0, nullptr},
-};
+PyMethodDef kTritonInstanceCall = {
+    "__call__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(triton_instance_call)),
+    METH_FASTCALL | METH_KEYWORDS,
+    "Checks the call against its key's specialization, packs and launches it on the tensors' "
+    "current stream (or stream=...)."};
 
 using SpecTuple =
     std::tuple<std::string, std::string, std::string, std::string, bool, bool, std::int64_t>;
@@ -501,7 +523,13 @@ using SpecTuple =
 }  // namespace
 
 void bind_triton(py::module_& module) {
-  if (PyModule_AddFunctions(module.ptr(), kTritonCall) != 0) throw py::error_already_set();
+  // An instance method (bound to the kernel when looked up on it), for TritonKernel.__call__.
+  py::object function =
+      py::reinterpret_steal<py::object>(PyCFunction_New(&kTritonInstanceCall, nullptr));
+  if (!function) throw py::error_already_set();
+  py::object method = py::reinterpret_steal<py::object>(PyInstanceMethod_New(function.ptr()));
+  if (!method) throw py::error_already_set();
+  module.attr("triton_call_method") = method;
   // One launcher per kernel name for the life of the process (as the kernel itself): a launch
   // in flight or a warmed executor may refer to it at any time.
   module.def(

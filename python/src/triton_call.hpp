@@ -50,8 +50,8 @@ class TritonLauncher {
   DynamicKernel& kernel() { return kernel_; }
   // The arguments of a key's specialization, set when the key is interned.
   void set_spec(std::int64_t slot, std::vector<TritonArgument> arguments);
-  // One call (with the GIL held); returns None or sets a Python error and returns nullptr.
-  PyObject* call(PyObject* args, PyObject* stream);
+  // One call of `count` arguments (with the GIL held); returns None or throws.
+  PyObject* call(PyObject* const* args, Py_ssize_t count, PyObject* stream);
   void forget_memo() { memo_.clear(); }
 
  private:
@@ -60,8 +60,8 @@ class TritonLauncher {
     std::int64_t slot = -1;
     Dim3 grid;
   };
-  const Resolved& resolve(PyObject* args, const std::vector<std::uint64_t>& fingerprint,
-                          std::uint64_t hash);
+  const Resolved& resolve(PyObject* const* args, Py_ssize_t count,
+                          const std::vector<std::uint64_t>& fingerprint, std::uint64_t hash);
 
   DynamicKernel& kernel_;
   std::vector<std::string> names_;

@@ -37,7 +37,9 @@ MANIFEST = {
         {"dtype": d, "block": b, "num_warps": w}
         for d in ("f32", "f16", "bf16") for b, w in ((256, 2), (1024, 4))],
     "tests.triton.row_sum": [
-        {"dtype": d, "block_cols": b} for d in ("f32", "bf16") for b in (64, 128, 256, 512, 1024)],
+        {"dtype": d, "block_cols": b, "aligned_rows": a} for d in ("f32", "bf16")
+        for b, a in ((64, True), (128, False), (128, True), (256, True), (512, True),
+                     (1024, False))],
     "tests.triton.matmul_tile": [
         {"dtype": d, "block_m": m, "block_n": m, "block_k": 32, "num_warps": w, "num_stages": s}
         for d in ("f16", "bf16") for m, w, s in ((64, 4, 2), (128, 8, 3))],
@@ -222,7 +224,7 @@ import importlib.abc
 class _NoTriton(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if name == "triton" or name.startswith("triton."):
-            raise ImportError("triton is not installed in this serving image")
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 sys.meta_path.insert(0, _NoTriton())
 """
 
@@ -453,7 +455,7 @@ class CallChecks(unittest.TestCase):
         zerojit.monitor.arm()
         try:
             with self.assertRaises(zerojit.RuntimeJitError) as caught:
-                kernel.compile(owners.RowKey(zerojit.DType.f32, 128))
+                kernel.compile(owners.RowKey(zerojit.DType.f32, 128, False))
             self.assertIn("tests.triton.row_sum", str(caught.exception))
             self.assertIn("block_cols=128", str(caught.exception))
         finally:

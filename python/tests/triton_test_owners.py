@@ -70,6 +70,10 @@ class MaskedAdd(TritonKernel):
 class RowKey:
     dtype: DType
     block_cols: int
+    # Whether the row length and stride are multiples of 16, compiled as Triton's divisibility
+    # attribute: Triton's own launcher specializes on it (vector loads, and so the order of the
+    # row's sum), so a key that names it compiles exactly what Triton would for the call.
+    aligned_rows: bool
 
 
 class RowSum(TritonKernel):
@@ -77,18 +81,20 @@ class RowSum(TritonKernel):
     fn = "triton_test_kernels:row_sum"
     Key = RowKey
 
-    def dispatch(self, x_ptr, cols):
+    def dispatch(self, x_ptr, cols, row_stride):
         block = max(next_power_of_two(cols), ROW_BLOCKS[0])
         if block > ROW_BLOCKS[-1]:
             raise zerojit.InvalidArgument(f"kernel {self.name}: rows of {cols} columns are "
                                           f"longer than {ROW_BLOCKS[-1]}", self.name, "cols")
-        return RowKey(x_ptr.dtype, block)
+        return RowKey(x_ptr.dtype, block, cols % 16 == 0 and row_stride % 16 == 0)
 
     def program(self, key):
         return TritonProgram(
             signature={"x_ptr": "*" + TRITON_TYPES[key.dtype], "out_ptr": "*fp32", "cols": "i32",
                        "row_stride": "i32"},
             constexprs={"BLOCK_COLS": key.block_cols},
+            divisible_by_16=("x_ptr", "out_ptr") + (("cols", "row_stride") if key.aligned_rows
+                                                    else ()),
             options={"num_warps": 4 if key.block_cols >= 512 else 1})
 
     def grid(self, key, x_ptr):
@@ -96,7 +102,7 @@ class RowSum(TritonKernel):
 
     def warmup_space(self):
         return (Space(lambda p: {"x_ptr": zerojit.TensorDesc.contiguous(p["dtype"], (8, p["cols"])),
-                                 "cols": p["cols"]})
+                                 "cols": p["cols"], "row_stride": p["cols"]})
                 .choices("dtype", [DType.f32, DType.bf16])
                 .choices("cols", [64, 100, 128, 256, 512, 1000]))
 

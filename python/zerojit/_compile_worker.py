@@ -1,5 +1,6 @@
-"""A compile worker (zerojit._workers): reads requests from standard input, compiles, answers on
-standard output, until its input ends. Runs in its own interpreter, never in a serving process.
+"""The compile workers' side (zerojit._workers): a zygote that imports the compilers once and
+forks workers, each answering requests on its own socket until it closes. Runs in its own
+interpreter, never in a serving process.
 
 A request is a dict whose "op" names the language ("triton"); a reply is a dict with "ok" and
 either the result or "error" (with the exception's type name and any compiler log).
@@ -7,14 +8,18 @@ either the result or "error" (with the exception's type name and any compiler lo
 
 import importlib
 import importlib.util
+import json
 import os
 import pickle
+import signal
+import socket
 import struct
 import sys
 import time
 import traceback
 
 _HEADER = struct.Struct("<Q")
+_PID = struct.Struct("<q")
 
 # Triton's parameters after its own (3.5 and 3.6 append a global and a profile scratch
 # pointer to every kernel); another minor version may differ, so it is refused by name.
@@ -113,32 +118,67 @@ def _serve(request):
                 "log": traceback.format_exc()}
 
 
-def _read(stream, size):
+def _receive(channel, size):
     data = b""
     while len(data) < size:
-        chunk = stream.read(size - len(data))
+        chunk = channel.recv(size - len(data))
         if not chunk:
             return None
         data += chunk
     return data
 
 
-def main():
-    requests, replies = sys.stdin.buffer, sys.stdout.buffer
-    # Anything a compiler prints goes to standard error, never into the reply stream.
-    sys.stdout = sys.stderr
+def serve(channel):
+    """Answers the requests of one socket until it closes."""
     while True:
-        header = _read(requests, _HEADER.size)
+        header = _receive(channel, _HEADER.size)
         if header is None:
-            return 0
-        body = _read(requests, _HEADER.unpack(header)[0])
+            return
+        body = _receive(channel, _HEADER.unpack(header)[0])
         if body is None:
-            return 0
+            return
         reply = pickle.dumps(_serve(pickle.loads(body)), protocol=pickle.HIGHEST_PROTOCOL)
-        replies.write(_HEADER.pack(len(reply)) + reply)
-        replies.flush()
+        channel.sendall(_HEADER.pack(len(reply)) + reply)
+
+
+def zygote(fd):
+    """Imports the compilers once, then forks a worker for every socket the parent sends
+    (zerojit._workers), until the parent closes the control socket."""
+    control = socket.socket(fileno=fd)
+    for name in json.loads(os.environ.get("ZEROJIT_WORKER_PRELOAD", "[]")):
+        importlib.import_module(name)
+    scratch = os.environ.get("ZEROJIT_WORKER_SCRATCH") or "."
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # workers are reaped by the system
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(control, 1, 1)
+        except OSError:
+            return 0
+        if not message or not fds:
+            return 0
+        pid = os.fork()
+        if pid == 0:
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the compilers wait for ptxas
+            control.close()
+            # Triton's own cache is private to the worker and removed with the zygote's scratch
+            # folder: zerojit's tiers are the cache, and a compile that reaches a worker must
+            # really compile.
+            os.environ["TRITON_CACHE_DIR"] = os.path.join(scratch, f"triton-{os.getpid()}")
+            try:
+                serve(socket.socket(fileno=fds[0]))
+            finally:
+                os._exit(0)
+        os.close(fds[0])
+        control.sendall(_PID.pack(pid))
+
+
+def main(argv):
+    if len(argv) == 3 and argv[1] == "zygote":
+        return zygote(int(argv[2]))
+    sys.stderr.write("zerojit._compile_worker: started by zerojit._workers only\n")
+    return 2
 
 
 if __name__ == "__main__":
     os.environ.setdefault("ZEROJIT_COMPILE_WORKER", "1")
-    sys.exit(main())
+    sys.exit(main(sys.argv))

@@ -1,17 +1,21 @@
 """Compile worker processes for the kernel languages whose compilers are Python (Triton,
 CuTeDSL).
 
-One interpreter compiles one kernel at a time, so compiles run in worker processes: each a
-fresh ``python`` running ``zerojit._compile_worker`` (not a fork: the serving process may hold
-CUDA contexts and threads, and a fork of it would run Python in a copy of locks that other
-threads held). Workers start on demand, up to ``limit`` at once, are reused, and stop at the end
-of a warmup (``shutdown``) and at exit. The parent waits for a reply without the GIL, within
-``ZEROJIT_COMPILE_TIMEOUT_S`` (default 600 s); a worker that dies or overruns costs its compile
-(an error naming the kernel and key) and is not used again.
+One interpreter compiles one kernel at a time, so compiles run in worker processes. Workers
+are never forks of the serving process (it may hold CUDA contexts and threads, and a fork of it
+would run Python in a copy of locks that other threads held). Instead one fresh interpreter per
+compiler, the *zygote*, imports the compiler once (``python -c ... zerojit._compile_worker
+zygote``) and forks the workers from itself on request: a worker starts in milliseconds with the
+compiler already imported, so N workers cost one import, not N. Workers start on demand, up to
+``limit`` at once, are reused, and stop at the end of a warmup (``shutdown``) and at exit. The
+parent waits for a reply without the GIL, within ``ZEROJIT_COMPILE_TIMEOUT_S`` (default 600 s);
+a worker that dies or overruns costs its compile (an error naming the kernel and key) and is not
+used again.
 
-Messages are length-prefixed pickles on the worker's standard input and output (a worker is
-this process's own child, started from its own interpreter, so its replies are trusted as the
-parent's own code).
+Each worker talks to the parent over its own socket pair, handed to the zygote with the fork
+request (SCM_RIGHTS). Messages are length-prefixed pickles (the workers are this process's own
+children, started from its own interpreter, so their replies are trusted as the parent's own
+code).
 """
 
 import atexit
@@ -20,6 +24,8 @@ import os
 import pickle
 import select
 import shutil
+import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -30,10 +36,12 @@ import time
 from . import _environment
 from ._errors import CompileError
 
-__all__ = ["run", "set_limit", "shutdown", "WorkerFailure"]
+__all__ = ["WorkerFailure", "run", "set_limit", "shutdown"]
 
 _HEADER = struct.Struct("<Q")
+_PID = struct.Struct("<q")
 _MAX_REPLY_BYTES = 1 << 30
+_START_SECONDS = 120.0  # the zygote's import of a compiler, and one fork
 _BOOTSTRAP = (
     "import json, os, runpy, sys; "
     "sys.path[:0] = json.loads(os.environ.pop('ZEROJIT_WORKER_SYS_PATH', '[]')); "
@@ -49,89 +57,136 @@ def _timeout():
     return _environment.seconds("ZEROJIT_COMPILE_TIMEOUT_S", 600.0)
 
 
-class _Worker:
-    def __init__(self):
-        self.scratch = tempfile.mkdtemp(prefix="zerojit-worker-")
-        env = dict(os.environ)
-        env["ZEROJIT_COMPILE_WORKER"] = "1"
-        env["ZEROJIT_WORKER_SYS_PATH"] = json.dumps([p for p in sys.path if p])
-        # Triton's own cache is private to the worker and removed with it: zerojit's tiers are
-        # the cache, and a compile that reaches a worker must really compile.
-        env["TRITON_CACHE_DIR"] = os.path.join(self.scratch, "triton-cache")
-        self.stderr = open(os.path.join(self.scratch, "stderr"), "w+b")
+def _receive(sock, size, deadline, what):
+    """`size` bytes from a socket by `deadline`, or WorkerFailure saying `what` failed."""
+    chunks, have = [], 0
+    while have < size:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(what)
+        ready, _, _ = select.select([sock], [], [], min(remaining, 1.0))
+        if not ready:
+            continue
+        chunk = sock.recv(min(size - have, 1 << 20))
+        if not chunk:
+            raise EOFError(what)
+        chunks.append(chunk)
+        have += len(chunk)
+    return b"".join(chunks)
+
+
+class _Zygote:
+    """The interpreter that has imported a compiler and forks the workers."""
+
+    def __init__(self, preload, env):
+        self.scratch = tempfile.mkdtemp(prefix="zerojit-workers-")
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        environment = dict(os.environ)
+        environment.update(env)
+        environment["ZEROJIT_COMPILE_WORKER"] = "1"
+        environment["ZEROJIT_WORKER_SYS_PATH"] = json.dumps([p for p in sys.path if p])
+        environment["ZEROJIT_WORKER_PRELOAD"] = json.dumps(preload)
+        environment["ZEROJIT_WORKER_SCRATCH"] = self.scratch
+        self.stderr = open(os.path.join(self.scratch, "stderr"), "w+b")  # noqa: SIM115
         self.process = subprocess.Popen(
-            [sys.executable, "-c", _BOOTSTRAP], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self.stderr, env=env, close_fds=True)
+            [sys.executable, "-c", _BOOTSTRAP, "zygote", str(theirs.fileno())],
+            pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=self.stderr, env=environment)
+        theirs.close()
+        self.control = ours
+        self.lock = threading.Lock()
+
+    def fork(self):
+        """A new worker: (pid, the parent's end of its socket)."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            with self.lock:
+                socket.send_fds(self.control, [b"f"], [theirs.fileno()])
+                deadline = time.monotonic() + _START_SECONDS
+                (pid,) = _PID.unpack(_receive(self.control, _PID.size, deadline, "a fork"))
+        except (OSError, EOFError, TimeoutError) as error:
+            ours.close()
+            raise WorkerFailure(self.failure(f"the compile workers' zygote did not fork a "
+                                             f"worker ({type(error).__name__})")) from None
+        finally:
+            theirs.close()
+        return pid, ours
+
+    def failure(self, what):
+        self.stderr.flush()
+        self.stderr.seek(0)
+        tail = self.stderr.read()[-2000:].decode("utf-8", "replace").strip()
+        return what + (f"; the workers' last output:\n{tail}" if tail else "")
+
+    def alive(self):
+        return self.process.poll() is None
+
+    def stop(self):
+        self.control.close()  # the zygote exits at the end of its requests
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.stderr.close()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+class _Worker:
+    def __init__(self, zygote):
+        self.zygote = zygote
+        self.pid, self.sock = zygote.fork()
 
     def request(self, message, timeout):
         data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
         try:
-            self.process.stdin.write(_HEADER.pack(len(data)) + data)
-            self.process.stdin.flush()
-        except (BrokenPipeError, OSError):
-            raise WorkerFailure(self._death("it exited before taking the request")) from None
-        deadline = time.monotonic() + timeout
-        header = self._read(_HEADER.size, deadline, timeout)
-        (size,) = _HEADER.unpack(header)
-        if size > _MAX_REPLY_BYTES:
-            raise WorkerFailure(f"the compile worker sent a reply of {size} bytes")
-        return pickle.loads(self._read(size, deadline, timeout))
+            self.sock.sendall(_HEADER.pack(len(data)) + data)
+            deadline = time.monotonic() + timeout
+            (size,) = _HEADER.unpack(_receive(self.sock, _HEADER.size, deadline, "reply"))
+            if size > _MAX_REPLY_BYTES:
+                raise WorkerFailure(f"the compile worker sent a reply of {size} bytes")
+            return pickle.loads(_receive(self.sock, size, deadline, "reply"))
+        except TimeoutError:
+            self.kill()
+            raise WorkerFailure(f"the compile worker did not answer within {timeout:g} s "
+                                "(ZEROJIT_COMPILE_TIMEOUT_S); it was stopped") from None
+        except (EOFError, OSError):
+            raise WorkerFailure(self.zygote.failure(
+                f"the compile worker (pid {self.pid}) exited during the compile")) from None
 
-    def _read(self, size, deadline, timeout):
-        fd = self.process.stdout.fileno()
-        chunks, have = [], 0
-        while have < size:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise WorkerFailure(f"the compile worker did not answer within {timeout:g} s "
-                                    "(ZEROJIT_COMPILE_TIMEOUT_S); it was stopped")
-            ready, _, _ = select.select([fd], [], [], min(remaining, 1.0))
-            if not ready:
-                continue
-            chunk = os.read(fd, min(size - have, 1 << 20))
-            if not chunk:
-                raise WorkerFailure(self._death("it exited during the compile"))
-            chunks.append(chunk)
-            have += len(chunk)
-        return b"".join(chunks)
-
-    def _death(self, what):
+    def kill(self):
         try:
-            code = self.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            code = None
-        self.stderr.seek(0)
-        tail = self.stderr.read()[-2000:].decode("utf-8", "replace").strip()
-        return (f"the compile worker failed: {what} (exit status {code})"
-                + (f"; its last output:\n{tail}" if tail else ""))
+            os.kill(self.pid, signal.SIGKILL)
+        except OSError:
+            pass
 
     def stop(self):
-        if self.process.poll() is None:
-            try:
-                self.process.stdin.close()  # end of requests: the worker exits
-                self.process.wait(timeout=5)
-            except (OSError, subprocess.TimeoutExpired):
-                self.process.kill()
-                self.process.wait()
-        for stream in (self.process.stdout, self.stderr):
-            try:
-                stream.close()
-            except OSError:
-                pass
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        self.sock.close()  # the worker exits at the end of its requests
 
 
 class _Pool:
-    def __init__(self):
+    """Workers of one compiler (one zygote), at most `limit` at once."""
+
+    def __init__(self, preload, env):
+        self._preload, self._env = preload, env
         self._condition = threading.Condition()
         self._idle = []
         self._running = 0  # workers started and not stopped
         self._limit = max(1, os.cpu_count() or 1)
+        self._zygote = None
 
     def set_limit(self, limit):
         with self._condition:
             self._limit = max(1, int(limit))
             self._condition.notify_all()
+
+    def _zygote_alive(self):
+        with self._condition:
+            if self._zygote is None or not self._zygote.alive():
+                if self._zygote is not None:
+                    self._zygote.stop()
+                self._zygote = _Zygote(self._preload, self._env)
+            return self._zygote
 
     def _take(self):
         with self._condition:
@@ -143,7 +198,7 @@ class _Pool:
                     break
                 self._condition.wait()
         try:
-            return _Worker()
+            return _Worker(self._zygote_alive())
         except BaseException:
             with self._condition:
                 self._running -= 1
@@ -174,27 +229,53 @@ class _Pool:
         with self._condition:
             idle, self._idle = self._idle, []
             self._running -= len(idle)
+            zygote = self._zygote if self._running == 0 else None
+            if zygote is not None:
+                self._zygote = None
         for worker in idle:
             worker.stop()
+        if zygote is not None:
+            zygote.stop()
 
 
-_pool = _Pool()
+_pools = {}
+_pools_lock = threading.Lock()
+_limit = [max(1, os.cpu_count() or 1)]
 
 
-def run(message):
-    """Sends one request to a worker and returns its reply (a dict). Raises WorkerFailure when
-    the worker dies or overruns the timeout."""
-    return _pool.run(message)
+def _pool(preload, env):
+    key = (tuple(preload), tuple(sorted(env.items())))
+    with _pools_lock:
+        pool = _pools.get(key)
+        if pool is None:
+            pool = _pools[key] = _Pool(list(preload), dict(env))
+            pool.set_limit(_limit[0])
+        return pool
+
+
+def run(message, preload=(), env=None):
+    """Sends one request to a worker whose zygote imported `preload` (module names) with `env`
+    set, and returns its reply (a dict). Raises WorkerFailure when the worker dies or overruns
+    the timeout."""
+    return _pool(preload, env or {}).run(message)
 
 
 def set_limit(limit):
-    """At most ``limit`` workers at once (a warmup's ``jobs``)."""
-    _pool.set_limit(limit)
+    """At most ``limit`` workers at once per compiler (a warmup's ``jobs``)."""
+    with _pools_lock:
+        _limit[0] = max(1, int(limit))
+        pools = list(_pools.values())
+    for pool in pools:
+        pool.set_limit(limit)
 
 
 def shutdown():
-    """Stops the idle workers (a warmup's end; a later compile starts new ones)."""
-    _pool.shutdown()
+    """Stops the idle workers and their zygotes (a warmup's end; a later compile starts new
+    ones)."""
+    with _pools_lock:
+        pools = list(_pools.values())
+    for pool in pools:
+        pool.shutdown()
 
 
 atexit.register(shutdown)

@@ -115,10 +115,11 @@ class TritonKernel(KernelOwner):
         raise NotImplementedError(f"kernel {self.name}: define grid()")
 
     # --- What the base provides ----------------------------------------------------------------
-    def __call__(self, *args, stream=None):
-        """Checks, packs and launches; returns None. ``stream``: None (the tensors' current
-        stream), a CUstream handle or an object with .cuda_stream."""
-        return _core.triton_call(self._launcher, args, stream)
+    # kernel(*args, stream=None): checks the call against its key's specialization, packs and
+    # launches it; returns None. ``stream``: None (the tensors' current stream), a CUstream
+    # handle or an object with .cuda_stream. In C (triton_call.cpp), so that the call costs the
+    # launch and no Python frame of its own.
+    __call__ = _core.triton_call_method
 
     @property
     def runtime_params(self):
@@ -272,6 +273,8 @@ def _argument_spec(fail, name, signature, constexprs, divisible):
 
 _versions = {}
 _versions_lock = threading.Lock()
+# What the workers' zygote imports once for every worker (zerojit._workers).
+_PRELOAD = ("triton", "triton.compiler", "triton.backends.nvidia.compiler")
 _installed = False
 
 
@@ -346,7 +349,7 @@ def _compile(kernel, key_text, function, request, arch):
         "triton_version": importlib.metadata.version("triton"),
         **json.loads(request),
     }
-    reply = _workers.run(message)
+    reply = _workers.run(message, preload=_PRELOAD)
     if not reply["ok"]:
         raise CompileError(f"kernel {kernel} [{key_text}] for {arch}: Triton failed: "
                            f"{reply['error']}", kernel, key_text, reply.get("log"))
