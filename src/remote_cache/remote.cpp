@@ -6,6 +6,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <span>
@@ -58,6 +59,9 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0
 )lua";
 
+// What a reply may hold beyond the entry itself: an array header, a status integer, lengths.
+constexpr std::uint64_t kReplyFraming = 4096;
+
 std::string seconds(std::chrono::milliseconds ms) {
   char buffer[32];
   std::snprintf(buffer, sizeof buffer, "%.1f", static_cast<double>(ms.count()) / 1000.0);
@@ -71,6 +75,7 @@ struct RemoteCacheImpl {
   RedisUrl url;
   std::string password;
   std::string shown;  // the redacted URL
+  redis::ConnectionSettings connection_settings;
 
   std::mutex pool_mutex;
   std::vector<std::unique_ptr<Connection>> idle;
@@ -95,6 +100,15 @@ struct RemoteCacheImpl {
 
   explicit RemoteCacheImpl(RemoteCacheOptions o) : options(std::move(o)) {
     url = parse_redis_url(options.url, options.url_source);
+    connection_settings.connect_timeout = options.connect_timeout;
+    connection_settings.command_timeout = options.command_timeout;
+    connection_settings.tls_ca_file = options.tls_ca_file;
+    // An entry and its framing (the obtain script's array around it); nothing else replied
+    // comes near it.
+    constexpr std::uint64_t kLargest = std::numeric_limits<std::uint64_t>::max();
+    connection_settings.max_reply_bytes = options.max_entry_bytes > kLargest - kReplyFraming
+                                              ? kLargest
+                                              : options.max_entry_bytes + kReplyFraming;
     password = options.password ? *options.password : url.password;
     if (options.password && !options.password->empty()) url.password = *options.password;
     shown = url.redacted();
@@ -155,7 +169,9 @@ struct RemoteCacheImpl {
     if (!message.empty()) warn(message);
   }
 
-  // One command through a pooled connection, with the failure accounting.
+  // One command through a pooled connection, with the failure accounting. It ends within the
+  // command timeout on a pooled connection, and within the connect timeout plus the command
+  // timeout when it opens one, whatever the server sends (Connection::command).
   Outcome run(const std::vector<std::string_view>& arguments) {
     {
       std::lock_guard lock(state_mutex);
@@ -167,6 +183,7 @@ struct RemoteCacheImpl {
         return out;
       }
     }
+    const auto start = redis::Clock::now();
     std::unique_ptr<Connection> connection;
     {
       std::lock_guard lock(pool_mutex);
@@ -177,7 +194,7 @@ struct RemoteCacheImpl {
     }
     Outcome outcome;
     if (connection) {
-      outcome = connection->command(arguments);
+      outcome = connection->command(arguments, start + options.command_timeout);
       if (outcome.failure == Failure::io) {
         // A pooled connection the server closed while it sat idle (a restart, an idle
         // timeout): the others in the pool are as old, so they go too, and the command is
@@ -190,13 +207,15 @@ struct RemoteCacheImpl {
       }
     }
     if (!connection) {
-      connection = Connection::open(url, password, options.connect_timeout, options.command_timeout,
-                                    options.tls_ca_file, outcome);
+      redis::Clock::time_point deadline;
+      connection = Connection::open(url, password, connection_settings,
+                                    start + options.connect_timeout + options.command_timeout,
+                                    deadline, outcome);
       if (!connection) {
         record_failure(outcome);
         return outcome;
       }
-      outcome = connection->command(arguments);
+      outcome = connection->command(arguments, deadline);
     }
     if (!outcome.ok()) {
       record_failure(outcome);  // the connection is broken: dropped
