@@ -34,9 +34,13 @@ namespace {
 // caller has just found it bad), else the compile lock when no one holds it, else how long
 // the holder's lock has left. STRLEN first, so that an entry over the limit is refused
 // without being sent. Reply: {1, bytes} entry | {3, length} entry too large | {2} locked |
-// {4, pttl} held by another | {0} no entry (no lock asked for: token ""). A lock that already
-// holds the caller's token is the caller's ({2}): a step sent again over a fresh connection
-// after its first connection died may have run.
+// {4, pttl} held by another | {5, ttl} held, but it had no expiry | {0} no entry (no lock
+// asked for: token ""). A lock that already holds the caller's token is the caller's ({2}): a
+// step sent again over a fresh connection after its first connection died may have run.
+// zerojit never makes a lock without an expiry (SET ... PX), so one without is not a live
+// holder's (planted, or made persistent by hand): it is given the lock TTL, after which it
+// expires unless someone renews it, as a dead holder's lock does; waiting for it costs one TTL,
+// not the whole lock wait.
 // KEYS: entry, lock. ARGV: max bytes, token, ttl ms, "1" to skip the entry.
 constexpr std::string_view kObtainScript = R"lua(
 if ARGV[4] ~= '1' then
@@ -47,7 +51,12 @@ end
 if ARGV[2] == '' then return {0} end
 if redis.call('SET', KEYS[2], ARGV[2], 'NX', 'PX', ARGV[3]) then return {2} end
 if redis.call('GET', KEYS[2]) == ARGV[2] then return {2} end
-return {4, redis.call('PTTL', KEYS[2])}
+local left = redis.call('PTTL', KEYS[2])
+if left == -1 then
+  redis.call('PEXPIRE', KEYS[2], ARGV[3])
+  return {5, tonumber(ARGV[3])}
+end
+return {4, left}
 )lua";
 // Compare-and-act on the lock: only its holder (who knows the token) renews or releases it.
 constexpr std::string_view kRenewScript = R"lua(
@@ -89,6 +98,7 @@ struct RemoteCacheImpl {
   bool disabled = false;
   bool error_reported = false;
   bool too_large_reported = false;
+  bool unexpiring_reported = false;
 
   // Locks held by this process, renewed by one thread while any is held.
   std::mutex renew_mutex;
@@ -277,6 +287,22 @@ struct RemoteCacheImpl {
     }
   }
 
+  void report_unexpiring(const std::string& lock_key) {
+    bool first = false;
+    {
+      std::lock_guard lock(state_mutex);
+      first = !std::exchange(unexpiring_reported, true);
+    }
+    if (first) {
+      warn("the compile lock " + lock_key +
+           " had no expiry, so no zerojit process holds it (a key planted or made persistent "
+           "by hand); it was given the lock TTL of " +
+           seconds(options.lock_ttl) +
+           " s (ZEROJIT_REMOTE_CACHE_LOCK_TTL_MS), after which it is taken over (further ones "
+           "are treated alike, not reported)");
+    }
+  }
+
   void hold(const std::string& lock_key, const std::string& token) {
     std::lock_guard lock(renew_mutex);
     held[lock_key] = token;
@@ -425,7 +451,7 @@ RemoteCache::Obtained RemoteCache::obtain(const ProgramIdentity& identity) {
     skip_entry = false;
     if (!done.ok() || done.reply.elements.empty()) return obtained;  // compile here
     const auto& e = done.reply.elements;
-    const long long status = e[0].integer;
+    long long status = e[0].integer;
     if (status == 1 && e.size() == 2) {
       if (!bad_seen) {
         if (auto artifact = s.verify(identity, e[1].text)) {
@@ -456,6 +482,10 @@ RemoteCache::Obtained RemoteCache::obtain(const ProgramIdentity& identity) {
     }
     if (first && !bad_seen) s.misses.fetch_add(1, std::memory_order_relaxed);
     first = false;
+    if (status == 5) {
+      s.report_unexpiring(s.key("lock", identity));
+      status = 4;  // an ordinary held lock from now on, expiring after the TTL
+    }
     if (status == 2) {
       const std::string lock_key = s.key("lock", identity);
       s.hold(lock_key, token);

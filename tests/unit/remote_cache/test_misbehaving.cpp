@@ -1,7 +1,8 @@
 // A Redis that trickles or lies costs what the settings say and no more: a command ends within
 // its timeout however slowly the reply arrives (the stand-in sends one byte every 100 ms, so
-// every read succeeds well within the timeout), and replies announcing more than any command
-// is answered with are refused before anything is allocated. The measured stalls are printed
+// every read succeeds well within the timeout), replies announcing more than any command is
+// answered with are refused before anything is allocated, and a compile lock planted without
+// an expiry costs one lock TTL, as a dead holder's does. The measured stalls are printed
 // ("[ stall ]" lines), not asserted as benchmarks: the assertions keep generous bounds for a
 // loaded CI machine.
 #include <chrono>
@@ -146,6 +147,35 @@ TEST_F(RemoteCacheTest, ATricklingServerCostsAWarmupTwoTimeoutsThenABackoff) {
   EXPECT_EQ(run.remote("timeouts"), 2) << run.describe();
   EXPECT_EQ(run.remote("backoffs"), 1) << run.describe();
   EXPECT_LT(took, 30.0) << run.describe();
+}
+
+TEST_F(RemoteCacheTest, ALockPlantedWithoutAnExpiryCostsOneLockTtl) {
+  // The identities of the examples' keys, from a first host under another prefix.
+  ASSERT_TRUE(host("first", {}, {"ZEROJIT_REMOTE_CACHE_PREFIX=other"}).ok());
+  const std::vector<std::string> entries = server->keys("other:entry:*");
+  ASSERT_EQ(entries.size(), static_cast<std::size_t>(kExampleKeys));
+  // Every key's compile lock held "forever": no expiry, and no holder to release or renew it.
+  for (const std::string& entry : entries) {
+    const std::string identity = entry.substr(entry.find('{'));
+    server->command({"SET", "zerojit:lock:" + identity, "planted"});
+  }
+  const Clock::time_point start = Clock::now();
+  const HostRun run =
+      host("second", {"--jobs", "1"},
+           {"ZEROJIT_REMOTE_CACHE_LOCK_TTL_MS=400", "ZEROJIT_REMOTE_CACHE_LOCK_WAIT_S=60"});
+  const double took = milliseconds_since(start) / 1000.0;
+  std::printf(
+      "[ stall    ] %d keys behind locks planted without an expiry (lock TTL 400 ms, "
+      "lock wait 60 s): %.1f s in all, compiles included\n",
+      kExampleKeys, took);
+  ASSERT_TRUE(run.ok()) << run.describe();
+  EXPECT_EQ(run.total("compiled"), kExampleKeys);
+  EXPECT_EQ(run.remote("lock_waits"), kExampleKeys) << run.describe();
+  EXPECT_EQ(run.remote("lock_wait_timeouts"), 0) << "taken after the TTL, not the lock wait";
+  EXPECT_EQ(run.remote("published"), kExampleKeys) << run.describe();
+  EXPECT_NE(run.run.stderr_text.find("had no expiry"), std::string::npos) << run.describe();
+  EXPECT_LT(took, 40.0) << run.describe();
+  EXPECT_TRUE(lock_keys().empty()) << "every lock taken over was released";
 }
 
 }  // namespace
