@@ -162,7 +162,7 @@ std::vector<std::tuple<std::string, std::string, std::string, std::string>> moni
 // A cache handle for the management operations: the default root (or `root`), never creating
 // a missing one, so a mistyped directory is not made.
 std::unique_ptr<DiskCache> open_cache(const std::optional<std::string>& root) {
-  DiskCacheOptions options = default_disk_cache_options();
+  DiskCacheOptions options = default_disk_cache_options(MalformedVariable::warn);
   if (root) options.root = *root;
   if (options.root.empty()) {
     throw Error("no cache directory: pass one, or set ZEROJIT_CACHE_DIR, XDG_CACHE_HOME or HOME");
@@ -172,17 +172,25 @@ std::unique_ptr<DiskCache> open_cache(const std::optional<std::string>& root) {
 }
 
 // Installs the store the runtime compiles through: None = the default from the environment,
-// "off" = memory only, else a disk cache rooted there.
+// "off" = no writable root, else a disk cache rooted there. The read-only layers of
+// ZEROJIT_CACHE_READONLY_DIRS are read in every case (with "off" and none named: memory
+// only); a malformed cache variable is warned about and the others apply.
 void set_cache_dir(const std::optional<std::string>& root) {
   if (!root) {
     Runtime::instance().set_artifact_store(make_default_artifact_store());
-  } else if (*root == "off") {
-    Runtime::instance().set_artifact_store(nullptr);
-  } else {
-    DiskCacheOptions options = default_disk_cache_options();
-    options.root = *root;
-    Runtime::instance().set_artifact_store(std::make_shared<DiskCache>(std::move(options)));
+    return;
   }
+  DiskCacheOptions options = default_disk_cache_options(MalformedVariable::warn);
+  if (*root == "off") {
+    if (options.read_only_layers.empty()) {
+      Runtime::instance().set_artifact_store(nullptr);
+      return;
+    }
+    options.root.clear();
+  } else {
+    options.root = *root;
+  }
+  Runtime::instance().set_artifact_store(std::make_shared<DiskCache>(std::move(options)));
 }
 
 std::string cache_describe() {

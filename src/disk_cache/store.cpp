@@ -237,7 +237,7 @@ DiskCacheCounters DiskCache::counters() const {
 }
 
 std::string DiskCache::describe() const {
-  std::string out = "disk cache " + (impl_->options.root.empty() ? std::string("(no root)")
+  std::string out = "disk cache " + (impl_->options.root.empty() ? std::string("(no writable root)")
                                                                  : impl_->options.root.string());
   out += ", quota " + human_bytes(impl_->options.max_bytes);
   const std::size_t layers = impl_->options.read_only_layers.size();
