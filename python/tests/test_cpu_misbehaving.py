@@ -1,6 +1,7 @@
-"""The Python module under misbehaving callers: integer arguments that are not integers
-(floats, strings, None, out of range). Each is an error naming what is wrong, never a truncated
-or wrapped value. Needs no GPU.
+"""The Python module under misbehaving callers and producers: integer arguments that are not
+integers (floats, strings, None, out of range), DLPack producers that break the protocol (a null
+shape pointer, a byte offset of 2^63, sizes whose product overflows). Each is an error naming
+what is wrong, never a truncated or wrapped value, and never a crash. Needs no GPU.
 """
 
 import ctypes
@@ -17,7 +18,7 @@ os.environ.pop("ZEROJIT_MONITOR", None)
 
 import pytorch_nvrtc  # noqa: E402,F401  (before zerojit)
 import zerojit  # noqa: E402
-from fake_dlpack import KDL_INT, VersionedProducer  # noqa: E402
+from fake_dlpack import KDL_INT, HostileProducer, VersionedProducer  # noqa: E402
 
 
 def tearDownModule():
@@ -98,6 +99,44 @@ class IntegerArgumentTest(unittest.TestCase):
                 kwargs[argument] = value
             self.assert_refused(lambda: zerojit.compress_norm_rope_store(*arguments, **kwargs),
                                 argument, value, "dsv4.compressor")
+
+
+class HostileProducerTest(unittest.TestCase):
+    """A producer whose DLTensor lies is refused before anything is read through it, on the
+    launch path and the reference path alike: before, a null shape pointer or a byte offset of
+    2^63 crashed the interpreter."""
+
+    LIES = (
+        ({"null_shape": True}, "null shape pointer"),
+        ({"byte_offset": 2**63}, "byte_offset of 9223372036854775808"),
+        ({"byte_offset": 2**64 - 8}, "beyond any address"),
+        ({"shape": (2**62, 8)}, "overflows 64 bits"),
+        ({"shape": (3, 2**61)}, "overflows 64 bits"),
+        ({"strides": (2**62, 1)}, "overflows 64 bits"),
+        ({"strides": (-(2**63), 1)}, "overflows 64 bits"),
+        ({"shape": (2, -100)}, "negative extent -100 in dimension 1"),
+        ({"null_data": True}, "null data pointer"),
+    )
+
+    def test_lying_producers_are_refused_naming_the_argument(self):
+        for function in (zerojit.pack_dcp_topk_candidates,
+                         zerojit.reference.pack_dcp_topk_candidates):
+            for lie, said in self.LIES:
+                liar = HostileProducer((2, 100), lie)
+                logits, topk, packed = dcp_arguments(liar)
+                with self.assertRaises(zerojit.InvalidArgument, msg=str(lie)) as raised:
+                    function(logits, topk, packed, 0, 2, 1)
+                self.assertEqual(raised.exception.argument, "logits", str(raised.exception))
+                self.assertIn(said, str(raised.exception))
+                # Refused, and still handed back: the producer's deleter ran.
+                self.assertEqual(liar.deleted, 1, str(lie))
+
+    def test_an_honest_producer_with_strides_and_an_offset_still_works(self):
+        # The checks refuse lies, not legal tensors: a strided view at an offset is read right.
+        logits = HostileProducer((2, 100), {"strides": (100, 1), "byte_offset": 0})
+        logits_, topk, packed = dcp_arguments(logits)
+        zerojit.reference.pack_dcp_topk_candidates(logits_, topk, packed, 0, 2, 1)
+        self.assertEqual(logits.deleted, 1)
 
 
 if __name__ == "__main__":
