@@ -14,6 +14,7 @@
 
 #include "bindings.hpp"
 #include "dsv4/family.hpp"
+#include "environment.hpp"
 #include "py_kernel.hpp"
 #include "zerojit/disk_cache.hpp"
 #include "zerojit/zerojit.hpp"
@@ -174,7 +175,8 @@ std::unique_ptr<DiskCache> open_cache(const std::optional<std::string>& root) {
 // Installs the store the runtime compiles through: None = the default from the environment,
 // "off" = no writable root, else a disk cache rooted there. The read-only layers of
 // ZEROJIT_CACHE_READONLY_DIRS are read in every case (with "off" and none named: memory
-// only); a malformed cache variable is warned about and the others apply.
+// only); a malformed cache variable is warned about and the others apply. `root` holds the
+// path's bytes (os.fsencode), so a path that is not UTF-8 works as in the tool.
 void set_cache_dir(const std::optional<std::string>& root) {
   if (!root) {
     Runtime::instance().set_artifact_store(make_default_artifact_store());
@@ -193,15 +195,30 @@ void set_cache_dir(const std::optional<std::string>& root) {
   Runtime::instance().set_artifact_store(std::make_shared<DiskCache>(std::move(options)));
 }
 
-std::string cache_describe() {
-  const std::shared_ptr<ArtifactStore> store = Runtime::instance().artifact_store();
-  return store ? store->describe() : "memory only (no disk cache)";
+// Words for people, from text that may hold a path's bytes: U+FFFD where they are not UTF-8,
+// as in the tool's --json documents (a str converted by pybind11 would raise instead).
+py::str words(const std::string& text) {
+  PyObject* decoded =
+      PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "replace");
+  if (decoded == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(decoded);
 }
 
-std::optional<std::string> cache_default_root() {
+py::str cache_describe() {
+  const std::shared_ptr<ArtifactStore> store = Runtime::instance().artifact_store();
+  return words(store ? store->describe() : "memory only (no disk cache)");
+}
+
+// A path, as os.fsdecode gives it: bytes that are not UTF-8 become surrogate escapes, so the
+// str names the same file.
+py::object cache_default_root() {
   const std::optional<std::filesystem::path> root = default_cache_root();
-  if (!root || root->empty()) return std::nullopt;
-  return root->string();
+  if (!root || root->empty()) return py::none();
+  const std::string& path = root->native();
+  PyObject* decoded =
+      PyUnicode_DecodeFSDefaultAndSize(path.data(), static_cast<Py_ssize_t>(path.size()));
+  if (decoded == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(decoded);
 }
 
 }  // namespace
@@ -235,6 +252,13 @@ void bind_runtime(py::module_& module) {
   module.def("monitor_reset_events", [] { Monitor::instance().reset_events(); });
 
   module.def("set_cache_dir", &set_cache_dir, py::arg("root"));
+  // The module's yes/no variables by the library's rule (zerojit._environment.flag).
+  module.def(
+      "environment_flag",
+      [](const std::string& name, bool unset) {
+        return detail::environment_flag(name.c_str(), unset);
+      },
+      py::arg("name"), py::arg("unset"));
   module.def("cache_describe", &cache_describe);
   module.def("cache_default_root", &cache_default_root);
   module.def(

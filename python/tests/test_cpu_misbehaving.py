@@ -1,12 +1,17 @@
-"""The Python module under misbehaving callers and producers: integer arguments that are not
-integers (floats, strings, None, out of range), DLPack producers that break the protocol (a null
-shape pointer, a byte offset of 2^63, sizes whose product overflows). Each is an error naming
-what is wrong, never a truncated or wrapped value, and never a crash. Needs no GPU.
+"""The Python module under misbehaving callers, producers and surroundings: integer arguments
+that are not integers (floats, strings, None, out of range), DLPack producers that break the
+protocol (a null shape pointer, a byte offset of 2^63, sizes whose product overflows), cache
+paths that are not UTF-8, and a pack-only process (ZEROJIT_CACHE_DIR=off, a read-only layer, a
+malformed cache variable, no NVRTC). Each is an error naming what is wrong, or works, and never
+a crash. (The empty yes/no value is test_cpu.py's EnvironmentFlagTest.) Needs no GPU; the cache
+tests need NVRTC (skipped without it).
 """
 
 import ctypes
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -19,6 +24,12 @@ os.environ.pop("ZEROJIT_MONITOR", None)
 import pytorch_nvrtc  # noqa: E402,F401  (before zerojit)
 import zerojit  # noqa: E402
 from fake_dlpack import KDL_INT, HostileProducer, VersionedProducer  # noqa: E402
+
+# The example Python kernel (examples/python/user_kernel.py): what the cache tests warm, also in
+# the child process they start.
+EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples",
+                        "python")
+needs_nvrtc = unittest.skipUnless(zerojit.nvrtc_available(), "NVRTC is not available")
 
 
 def tearDownModule():
@@ -137,6 +148,78 @@ class HostileProducerTest(unittest.TestCase):
         logits_, topk, packed = dcp_arguments(logits)
         zerojit.reference.pack_dcp_topk_candidates(logits_, topk, packed, 0, 2, 1)
         self.assertEqual(logits.deleted, 1)
+
+
+def warm_example_in_a_child(arguments="", **environment):
+    """A compile-only warmup of the example kernel in a fresh interpreter (so that nothing is
+    served from the memory of this one), with `arguments` added to the warmup call. Returns the
+    finished process; its standard output is "keys from_disk compiled ok" and the cache's
+    description."""
+    code = (
+        "import sys, zerojit\n"
+        f"sys.path.insert(0, {EXAMPLES!r})\n"
+        "import user_kernel\n"
+        "zerojit.register(user_kernel.Axpby)\n"
+        f"report = zerojit.warmup_kernels(compile_only=True, arch='sm_90a'{arguments})\n"
+        "totals = report['totals']\n"
+        "print(totals['keys'], totals['from_disk'], totals['compiled'], report['ok'])\n"
+        "print(zerojit.cache.describe())\n"
+    )
+    return subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **environment),
+                          capture_output=True, encoding="utf-8", errors="replace", timeout=300)
+
+
+@needs_nvrtc
+class CacheSurroundingsTest(unittest.TestCase):
+    """Cache paths that are not UTF-8 work as in the tool, and a pack in a read-only container
+    image serves a process with ZEROJIT_CACHE_DIR=off, a malformed cache variable and no
+    NVRTC: before, the path raised TypeError, the layer was ignored under "off", and one bad
+    variable dropped the others (the layers with them)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.scratch = tempfile.mkdtemp(prefix="zerojit-misbehaving-pack-")
+        # A pack at a path that is not UTF-8, named as os.fsdecode gives it (a str with
+        # surrogate escapes).
+        cls.pack = os.fsdecode(os.fsencode(cls.scratch) + b"/pack-\xe9\xff")
+        cls.built = warm_example_in_a_child(f", cache_dir={cls.pack!r}")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.scratch, ignore_errors=True)
+
+    def test_a_path_that_is_not_utf8_is_a_cache_like_any_other(self):
+        self.assertEqual(self.built.returncode, 0, self.built.stderr)
+        keys, from_disk, compiled, ok = self.built.stdout.split("\n")[0].split()
+        self.assertEqual((from_disk, compiled, ok), ("0", keys, "True"), self.built.stdout)
+        self.assertIn("pack-\ufffd", self.built.stdout.split("\n")[1])
+        entries = os.listdir(os.fsencode(self.pack) + b"/entries")
+        self.assertEqual(len([e for e in entries if e.endswith(b".zjc")]), int(keys))
+        listed = zerojit.cache.ls(self.pack)
+        self.assertEqual(len(listed), int(keys))
+        self.assertIn("pack-\ufffd", listed[0]["layer"])  # reports are UTF-8, as the tool's
+        self.assertEqual(zerojit.cache.verify(os.fsencode(self.pack))["valid"], int(keys))
+        zerojit.cache.set_dir(self.pack)
+        try:
+            self.assertIn("pack-\ufffd", zerojit.cache.describe())
+        finally:
+            zerojit.cache.set_dir(None)
+
+    def test_a_pack_serves_a_process_without_a_root_or_nvrtc_despite_a_bad_variable(self):
+        self.assertEqual(self.built.returncode, 0, self.built.stderr)
+        keys = self.built.stdout.split()[0]
+        served = warm_example_in_a_child(
+            ZEROJIT_CACHE_DIR="off", ZEROJIT_CACHE_READONLY_DIRS=self.pack,
+            ZEROJIT_NVRTC_DISABLE="1", ZEROJIT_CACHE_LOCK_TIMEOUT_S="2m",
+            ZEROJIT_PYTHON_LOGGING="0")
+        self.assertEqual(served.returncode, 0, served.stderr)
+        lines = served.stdout.splitlines()
+        self.assertEqual(lines[0], f"{keys} {keys} 0 True", served.stdout + served.stderr)
+        self.assertIn("1 read-only layer", lines[1])
+        # The malformed variable is named once, and the others (the layer) still apply.
+        self.assertEqual(served.stderr.count('ZEROJIT_CACHE_LOCK_TIMEOUT_S="2m"'), 1,
+                         served.stderr)
+        self.assertIn("the other cache variables apply", served.stderr)
 
 
 if __name__ == "__main__":

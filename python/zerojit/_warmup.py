@@ -2,9 +2,9 @@
 the registered Python kernels (zerojit.Kernel), in one compile pool."""
 
 import json
-import os
 
 from . import _core
+from ._environment import path_bytes as _path_bytes
 from ._errors import WarmupError
 
 __all__ = [
@@ -98,7 +98,7 @@ def _config_args(model, serving):
     if isinstance(model, dict):
         arguments["model_json"] = json.dumps(model)
     elif model is not None:
-        arguments["model"] = os.fspath(model)
+        arguments["model"] = _path_bytes(model)
     if serving is not None:
         if not isinstance(serving, dict):
             raise TypeError(
@@ -208,7 +208,7 @@ def warmup_kernels(
 def _run(config_args, dsv4, devices, jobs, cache_dir, compile_only, arch, monitor, progress,
          arm_monitor, compile_processes, kernels, raise_on_failure, on_key):
     if cache_dir is not None:
-        _core.set_cache_dir(os.fspath(cache_dir))
+        _core.set_cache_dir(_path_bytes(cache_dir))
     if monitor is not None:
         _core.set_monitor_mode(monitor)
     report_json, summary = _core.warmup(
