@@ -11,9 +11,10 @@
 
 namespace zerojit::detail {
 
-bool environment_flag(const char* name) {
+bool environment_flag(const char* name, bool unset) {
   const char* raw = std::getenv(name);
-  if (raw == nullptr || *raw == '\0') return false;
+  if (raw == nullptr) return unset;
+  if (*raw == '\0') return false;
   std::string value(raw);
   std::transform(value.begin(), value.end(), value.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -24,12 +25,12 @@ bool environment_flag(const char* name) {
   std::string setting = std::string(name) + "=" + raw;
   {
     std::lock_guard lock(mutex);
-    if (!warned.insert(setting).second) return false;
+    if (!warned.insert(setting).second) return unset;
   }
   log_warning("environment", "ignoring " + setting +
-                                 " (expected 1, true, yes or on to enable; 0, false, no or off "
-                                 "to disable)");
-  return false;
+                                 " (expected 1, true, yes or on to enable; 0, false, no, off or "
+                                 "empty to disable)");
+  return unset;
 }
 
 }  // namespace zerojit::detail

@@ -1,12 +1,14 @@
-// Reading the library's yes/no environment variables (ZEROJIT_NVRTC_DISABLE,
-// ZEROJIT_MONITOR_VERBOSE, ZEROJIT_CACHE_ALLOW_SHARED), one rule for all of them.
+// Reading the yes/no environment variables (ZEROJIT_NVRTC_DISABLE, ZEROJIT_MONITOR_VERBOSE,
+// ZEROJIT_CACHE_ALLOW_SHARED, and the Python module's), one rule for all of them.
 #pragma once
 
 namespace zerojit::detail {
 
-// Unset or empty: false. 1, true, yes, on (any case): true; 0, false, no, off: false. Anything
-// else is read as false and warned about once per variable and value, naming both, so that a
-// value the user meant as "yes" is not silently taken as "no".
-bool environment_flag(const char* name);
+// Unset: `unset` (no, for every variable of the library). Empty, 0, false, no, off (any case):
+// false; 1, true, yes, on: true. Anything else is read as `unset` and warned about once per
+// variable and value, naming both, so that a value the user meant as "yes" is not silently
+// taken as "no". (The Python module reads its own variables with this too, so that one rule
+// holds for all: docs/CONSUMING.md.)
+bool environment_flag(const char* name, bool unset = false);
 
 }  // namespace zerojit::detail

@@ -214,14 +214,24 @@ class DiskCache final : public ArtifactStore {
 std::optional<std::filesystem::path> default_cache_root();
 
 // Options from the environment: the default root, ZEROJIT_CACHE_READONLY_DIRS (read-only
-// layers, ':'-separated), ZEROJIT_CACHE_MAX_BYTES (quota; parse_byte_size's forms),
-// ZEROJIT_CACHE_LOCK_TIMEOUT_S and ZEROJIT_CACHE_ALLOW_SHARED. Throws zerojit::Error naming
-// the variable when one is malformed.
-DiskCacheOptions default_disk_cache_options();
+// layers, ':'-separated; read whatever the root is, ZEROJIT_CACHE_DIR=off included),
+// ZEROJIT_CACHE_MAX_BYTES (quota; parse_byte_size's forms), ZEROJIT_CACHE_LOCK_TIMEOUT_S and
+// ZEROJIT_CACHE_ALLOW_SHARED. Each variable is read on its own: a malformed one is left at its
+// default and named in `problems` (one line each, saying what is wrong), and every other
+// variable still applies.
+DiskCacheOptions default_disk_cache_options(std::vector<std::string>& problems);
 
-// The store Runtime installs at start: a DiskCache with default_disk_cache_options(), or
-// nullptr (memory only) when ZEROJIT_CACHE_DIR=off. Never throws: a malformed variable is
-// reported once on standard error and its default used.
+// What a malformed cache variable does to default_disk_cache_options below.
+enum class MalformedVariable {
+  throw_error,  // zerojit::Error naming every malformed variable (the tool's usage error)
+  warn,         // one warning each in zerojit's log (once per process), its default used
+};
+DiskCacheOptions default_disk_cache_options(
+    MalformedVariable on_malformed = MalformedVariable::throw_error);
+
+// The store Runtime installs at start: a DiskCache with default_disk_cache_options() (each
+// malformed variable warned about once, the others applied), or nullptr (memory only) when
+// ZEROJIT_CACHE_DIR=off and no read-only layer is named. Never throws.
 std::shared_ptr<ArtifactStore> make_default_artifact_store();
 
 }  // namespace zerojit

@@ -1,6 +1,7 @@
 #include "dlpack.hpp"
 
 #include <array>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
@@ -92,19 +93,65 @@ TensorRef tensor_ref_from_dltensor(const void* dl_tensor, std::string_view kerne
          "has " + std::to_string(tensor.ndim) + " dimensions; zerojit tensors have at most " +
              std::to_string(kMaxTensorDims));
   }
+  if (tensor.ndim > 0 && tensor.shape == nullptr) {
+    fail(kernel, argument,
+         "has a null shape pointer for " + std::to_string(tensor.ndim) +
+             " dimensions (a producer breaking the DLPack protocol)");
+  }
   // Filled in place: this runs for every tensor of every launch from Python.
   TensorRef ref;
   ref.desc.dtype = *dtype;
   ref.desc.ndim = tensor.ndim;
   ref.desc.device = device;
-  std::int64_t compact = 1;
+  // Checked before anything is read through the tensor: a negative extent, or sizes and
+  // strides whose products overflow, would make the kernels' (and the CPU references') index
+  // arithmetic wrap and reach memory the tensor does not own.
+  std::int64_t compact = 1;  // the elements, and the next compact stride
+  std::int64_t reach = 0;    // the farthest element from the first, in elements
+  bool overflow = false;
   for (int d = tensor.ndim; d-- > 0;) {
     const auto index = static_cast<std::size_t>(d);
-    ref.desc.shape[index] = tensor.shape[d];
-    ref.desc.strides[index] = tensor.strides != nullptr ? tensor.strides[d] : compact;
-    compact *= tensor.shape[d] > 0 ? tensor.shape[d] : 1;
+    const std::int64_t extent = tensor.shape[d];
+    if (extent < 0) {
+      fail(
+          kernel, argument,
+          "has a negative extent " + std::to_string(extent) + " in dimension " + std::to_string(d));
+    }
+    const std::int64_t stride = tensor.strides != nullptr ? tensor.strides[d] : compact;
+    ref.desc.shape[index] = extent;
+    ref.desc.strides[index] = stride;
+    std::int64_t span = 0;
+    if (extent > 0) {
+      overflow = overflow || stride == INT64_MIN ||
+                 __builtin_mul_overflow(stride < 0 ? -stride : stride, extent - 1, &span) ||
+                 __builtin_add_overflow(reach, span, &reach);
+    }
+    overflow = overflow || __builtin_mul_overflow(compact, extent > 0 ? extent : 1, &compact);
   }
-  ref.data = static_cast<char*>(tensor.data) + tensor.byte_offset;
+  const auto element_bytes = static_cast<std::int64_t>(dtype_size_bytes(*dtype));
+  std::int64_t reach_bytes = 0;
+  overflow = overflow || __builtin_mul_overflow(reach + 1, element_bytes, &reach_bytes) ||
+             __builtin_mul_overflow(compact, element_bytes, &compact);
+  if (overflow) {
+    fail(kernel, argument,
+         "has sizes or strides whose product overflows 64 bits (a producer breaking the DLPack "
+         "protocol)");
+  }
+  // The first and the farthest byte must be addresses: an offset such as 2^63, or one that
+  // wraps around the address space, is refused before the pointer is formed.
+  const auto base = reinterpret_cast<std::uintptr_t>(tensor.data);
+  std::uintptr_t first = 0, last = 0;
+  if (tensor.byte_offset > static_cast<std::uint64_t>(INT64_MAX) ||
+      __builtin_add_overflow(base, tensor.byte_offset, &first) ||
+      __builtin_add_overflow(first, static_cast<std::uintptr_t>(reach_bytes), &last)) {
+    fail(kernel, argument,
+         "has a byte_offset of " + std::to_string(tensor.byte_offset) +
+             " that puts it beyond any address (a producer breaking the DLPack protocol)");
+  }
+  if (tensor.data == nullptr && ref.desc.numel() > 0) {
+    fail(kernel, argument, "has a null data pointer for a tensor that is not empty");
+  }
+  ref.data = reinterpret_cast<void*>(first);
   ref.desc.alignment = pointer_alignment(ref.data);
   return ref;
 }

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "arguments.hpp"
 #include "dlpack_abi.hpp"
 #include "exchange.hpp"
 
@@ -103,18 +104,12 @@ TensorRef FastCall::output(PyObject*& object, std::string_view argument, DType d
 }
 
 std::int64_t FastCall::integer(PyObject* object, std::string_view argument) const {
-  const long long value = PyLong_AsLongLong(object);
-  if (value == -1 && PyErr_Occurred()) {
-    PyErr_Clear();
-    fail(argument, "must be an integer that fits 64 bits, got " + type_name(object));
-  }
-  return value;
+  return integer_argument(kernel_, object, argument);
 }
 
 std::optional<std::int64_t> FastCall::optional_integer(PyObject* object,
                                                        std::string_view argument) const {
-  if (object == Py_None) return std::nullopt;
-  return integer(object, argument);
+  return optional_integer_argument(kernel_, object, argument);
 }
 
 double FastCall::number(PyObject* object, std::string_view argument) const {

@@ -11,6 +11,7 @@
 #include <initializer_list>
 #include <string>
 
+#include "arguments.hpp"
 #include "bindings.hpp"
 #include "dsv4/compressor/gate_common.hpp"
 #include "dsv4/family.hpp"
@@ -47,16 +48,6 @@ class OwnedObjects {
   std::size_t count_ = 0;
   bool released_ = false;
 };
-
-// An int argument the kernel takes as int32: outside its range it is refused by name, never
-// truncated (2**32 + 2 would otherwise pass as 2).
-int int32_argument(FastCall& call, PyObject* object, std::string_view argument) {
-  const std::int64_t value = call.integer(object, argument);
-  if (value < INT32_MIN || value > INT32_MAX) {
-    call.fail(argument, "must be an int32, got " + std::to_string(value));
-  }
-  return static_cast<int>(value);
-}
 
 bool has_arguments(const char* op, Py_ssize_t given, Py_ssize_t expected) {
   if (given == expected) return true;
@@ -393,9 +384,9 @@ PyObject* dcp_pack(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     a.logits = call.tensor(args[0], "logits");
     a.topk_indices = call.tensor(args[1], "topk_indices");
     a.row_starts = call.optional_tensor(args[6], "row_starts");
-    a.dcp_rank = int32_argument(call, args[3], "dcp_rank");
-    a.dcp_world_size = int32_argument(call, args[4], "dcp_world_size");
-    a.cp_interleave = int32_argument(call, args[5], "cp_interleave");
+    a.dcp_rank = int32_argument(call.kernel(), args[3], "dcp_rank");
+    a.dcp_world_size = int32_argument(call.kernel(), args[4], "dcp_world_size");
+    a.cp_interleave = int32_argument(call.kernel(), args[5], "cp_interleave");
     PyObject* packed = args[2];
     OwnedObjects owned{&packed};
     a.packed = call.output(

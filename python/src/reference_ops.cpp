@@ -17,6 +17,7 @@
 #include <tuple>
 #include <vector>
 
+#include "arguments.hpp"
 #include "bindings.hpp"
 #include "dlpack.hpp"
 #include "dsv4/compressor/reference.hpp"
@@ -74,6 +75,17 @@ class CallArguments {
   }
 
   ArgumentChecks checks() const { return ArgumentChecks(kernel_); }
+
+  // Integers as the launch path takes them (arguments.hpp): no float, string or None.
+  std::int64_t integer(py::handle object, std::string_view argument) const {
+    return integer_argument(kernel_, object.ptr(), argument);
+  }
+  std::optional<std::int64_t> optional_integer(py::handle object, std::string_view argument) const {
+    return optional_integer_argument(kernel_, object.ptr(), argument);
+  }
+  int int32(py::handle object, std::string_view argument) const {
+    return int32_argument(kernel_, object.ptr(), argument);
+  }
 
  private:
   std::string_view kernel_;
@@ -209,8 +221,8 @@ py::object indexer_q(bool mxfp4, py::handle positions, py::handle q, py::handle 
 // --- Dequantize + gather (spec section 2) --------------------------------------------------
 
 py::object dequant_gather(py::handle out, py::handle k_cache, py::handle seq_lens,
-                          py::handle gather_lens, py::handle block_table,
-                          std::optional<std::int64_t> block_size, std::int64_t offset) {
+                          py::handle gather_lens, py::handle block_table, py::handle block_size,
+                          py::handle offset) {
   dsv4::DequantGatherKernel& kernel = dsv4::DequantGatherKernel::instance();
   CallArguments call(kernel.name());
   dsv4::DequantGatherArgs args;
@@ -219,8 +231,9 @@ py::object dequant_gather(py::handle out, py::handle k_cache, py::handle seq_len
   args.seq_lens = call.input(seq_lens, "seq_lens");
   args.gather_lens = call.optional_input(gather_lens, "gather_lens");
   args.block_table = call.input(block_table, "block_table");
-  args.offset = offset;
-  call.checks().matches_size(block_size, "block_size", args.k_cache.desc, "k_cache", 1);
+  args.offset = call.integer(offset, "offset");
+  call.checks().matches_size(call.optional_integer(block_size, "block_size"), "block_size",
+                             args.k_cache.desc, "k_cache", 1);
   run_reference([&] {
     const auto spec = kernel.plan(args);
     check_indices_below(call, args.block_table, "block_table", args.k_cache.desc.size(0),
@@ -236,26 +249,26 @@ py::object dequant_gather(py::handle out, py::handle k_cache, py::handle seq_len
 template <class StoreArgs>
 void read_store_arguments(CallArguments& call, StoreArgs& args, py::handle rms_norm_weight,
                           double rms_norm_eps, py::handle cos_sin_cache, py::handle kv_slot_mapping,
-                          py::handle fp8_scale, std::optional<std::int64_t> kv_cache_block_size,
-                          std::optional<std::int64_t> kv_block_stride) {
+                          py::handle fp8_scale, py::handle kv_cache_block_size,
+                          py::handle kv_block_stride) {
   args.rms_norm_weight = call.input(rms_norm_weight, "rms_norm_weight");
   args.eps = static_cast<float>(rms_norm_eps);
   args.cos_sin_cache = call.input(cos_sin_cache, "cos_sin_cache");
   args.kv_slot_mapping = call.input(kv_slot_mapping, "kv_slot_mapping");
   args.fp8_scale = call.optional_input(fp8_scale, "fp8_scale");
-  call.checks().matches_size(kv_cache_block_size, "kv_cache_block_size", args.k_cache.desc,
-                             "k_cache", 1);
-  call.checks().matches_stride(kv_block_stride, "kv_block_stride", args.k_cache.desc, "k_cache");
+  call.checks().matches_size(call.optional_integer(kv_cache_block_size, "kv_cache_block_size"),
+                             "kv_cache_block_size", args.k_cache.desc, "k_cache", 1);
+  call.checks().matches_stride(call.optional_integer(kv_block_stride, "kv_block_stride"),
+                               "kv_block_stride", args.k_cache.desc, "k_cache");
 }
 
 // --- C4 compress + norm + RoPE + store (spec sections 3, 4) --------------------------------
 
 py::object c4_store(py::handle state_cache, py::handle token_to_req_indices, py::handle positions,
-                    py::handle slot_mapping, py::handle block_table,
-                    std::optional<std::int64_t> block_size, py::handle rms_norm_weight,
-                    double rms_norm_eps, py::handle cos_sin_cache, py::handle k_cache,
-                    py::handle kv_slot_mapping, std::optional<std::int64_t> kv_cache_block_size,
-                    std::optional<std::int64_t> kv_block_stride, py::handle fp8_scale,
+                    py::handle slot_mapping, py::handle block_table, py::handle block_size,
+                    py::handle rms_norm_weight, double rms_norm_eps, py::handle cos_sin_cache,
+                    py::handle k_cache, py::handle kv_slot_mapping, py::handle kv_cache_block_size,
+                    py::handle kv_block_stride, py::handle fp8_scale,
                     std::optional<bool> store_full_kv, std::optional<bool> store_full_fp8) {
   dsv4::C4StoreKernel& ds_mla = dsv4::C4StoreKernel::instance();
   dsv4::C4StoreFullKernel& full = dsv4::C4StoreFullKernel::instance();
@@ -273,7 +286,8 @@ py::object c4_store(py::handle state_cache, py::handle token_to_req_indices, py:
   args.block_table = call.input(block_table, "block_table");
   read_store_arguments(call, args, rms_norm_weight, rms_norm_eps, cos_sin_cache, kv_slot_mapping,
                        fp8_scale, kv_cache_block_size, kv_block_stride);
-  call.checks().matches_size(block_size, "block_size", args.state_cache.desc, "state_cache", 1);
+  call.checks().matches_size(call.optional_integer(block_size, "block_size"), "block_size",
+                             args.state_cache.desc, "state_cache", 1);
   return rows_to_list(run_reference([&] {
     const auto check_indices = [&] {
       check_indices_below(call, args.block_table, "block_table", args.state_cache.desc.size(0),
@@ -301,7 +315,7 @@ py::object c4_store(py::handle state_cache, py::handle token_to_req_indices, py:
 
 py::object c128_compress(py::handle state_cache, py::handle token_to_req_indices,
                          py::handle positions, py::handle slot_mapping, py::handle block_table,
-                         std::optional<std::int64_t> block_size, py::handle compressed_kv) {
+                         py::handle block_size, py::handle compressed_kv) {
   dsv4::C128CompressKernel& kernel = dsv4::C128CompressKernel::instance();
   CallArguments call(kernel.name());
   dsv4::C128CompressArgs args;
@@ -311,7 +325,8 @@ py::object c128_compress(py::handle state_cache, py::handle token_to_req_indices
   args.slot_mapping = call.input(slot_mapping, "slot_mapping");
   args.block_table = call.input(block_table, "block_table");
   args.compressed_kv = call.output(compressed_kv, "compressed_kv");
-  call.checks().matches_size(block_size, "block_size", args.state_cache.desc, "state_cache", 1);
+  call.checks().matches_size(call.optional_integer(block_size, "block_size"), "block_size",
+                             args.state_cache.desc, "state_cache", 1);
   return rows_to_list(run_reference([&] {
     const auto spec = kernel.plan(args);
     check_indices_below(call, args.block_table, "block_table", args.state_cache.desc.size(0),
@@ -326,9 +341,9 @@ py::object c128_compress(py::handle state_cache, py::handle token_to_req_indices
 py::object c128_store(py::handle compressed_kv, py::handle positions, py::handle slot_mapping,
                       py::handle rms_norm_weight, double rms_norm_eps, py::handle cos_sin_cache,
                       py::handle k_cache, py::handle kv_slot_mapping,
-                      std::optional<std::int64_t> kv_cache_block_size,
-                      std::optional<std::int64_t> kv_block_stride, py::handle fp8_scale,
-                      std::optional<bool> store_full_kv, std::optional<bool> store_full_fp8) {
+                      py::handle kv_cache_block_size, py::handle kv_block_stride,
+                      py::handle fp8_scale, std::optional<bool> store_full_kv,
+                      std::optional<bool> store_full_fp8) {
   dsv4::C128StoreKernel& ds_mla = dsv4::C128StoreKernel::instance();
   dsv4::C128StoreFullKernel& full = dsv4::C128StoreFullKernel::instance();
   CallArguments call(ds_mla.name());
@@ -365,8 +380,9 @@ py::object c128_store(py::handle compressed_kv, py::handle positions, py::handle
 
 // --- DCP top-k candidate packing (spec section 12) ------------------------------------------
 
-py::object dcp_pack(py::handle logits, py::handle topk_indices, py::handle packed, int dcp_rank,
-                    int dcp_world_size, int cp_interleave, py::handle row_starts) {
+py::object dcp_pack(py::handle logits, py::handle topk_indices, py::handle packed,
+                    py::handle dcp_rank, py::handle dcp_world_size, py::handle cp_interleave,
+                    py::handle row_starts) {
   dsv4::DcpPackKernel& kernel = dsv4::DcpPackKernel::instance();
   CallArguments call(kernel.name());
   dsv4::DcpPackArgs args;
@@ -374,9 +390,9 @@ py::object dcp_pack(py::handle logits, py::handle topk_indices, py::handle packe
   args.topk_indices = call.input(topk_indices, "topk_indices");
   args.row_starts = call.optional_input(row_starts, "row_starts");
   args.packed = call.output(packed, "packed");
-  args.dcp_rank = dcp_rank;
-  args.dcp_world_size = dcp_world_size;
-  args.cp_interleave = cp_interleave;
+  args.dcp_rank = call.int32(dcp_rank, "dcp_rank");
+  args.dcp_world_size = call.int32(dcp_world_size, "dcp_world_size");
+  args.cp_interleave = call.int32(cp_interleave, "cp_interleave");
   run_reference([&] {
     const auto spec = kernel.plan(args);
     const auto params = unpack_params<zj::dsv4::DcpPackParams>(spec.args, call.kernel());

@@ -14,6 +14,7 @@
 
 #include "bindings.hpp"
 #include "dsv4/family.hpp"
+#include "environment.hpp"
 #include "py_kernel.hpp"
 #include "zerojit/disk_cache.hpp"
 #include "zerojit/zerojit.hpp"
@@ -162,7 +163,7 @@ std::vector<std::tuple<std::string, std::string, std::string, std::string>> moni
 // A cache handle for the management operations: the default root (or `root`), never creating
 // a missing one, so a mistyped directory is not made.
 std::unique_ptr<DiskCache> open_cache(const std::optional<std::string>& root) {
-  DiskCacheOptions options = default_disk_cache_options();
+  DiskCacheOptions options = default_disk_cache_options(MalformedVariable::warn);
   if (root) options.root = *root;
   if (options.root.empty()) {
     throw Error("no cache directory: pass one, or set ZEROJIT_CACHE_DIR, XDG_CACHE_HOME or HOME");
@@ -172,31 +173,54 @@ std::unique_ptr<DiskCache> open_cache(const std::optional<std::string>& root) {
 }
 
 // Installs the store the runtime compiles through: None = the default from the environment,
-// "off" = memory only, else a disk cache rooted there.
-// The remote tier of ZEROJIT_REMOTE_CACHE stays in front of whatever disk cache is chosen, as
-// the library's default store has it.
+// "off" = no writable root, else a disk cache rooted there. The read-only layers of
+// ZEROJIT_CACHE_READONLY_DIRS are read in every case (with "off" and none named: memory
+// only); a malformed cache variable is warned about and the others apply. `root` holds the
+// path's bytes (os.fsencode), so a path that is not UTF-8 works as in the tool. The remote tier
+// of ZEROJIT_REMOTE_CACHE stays in front of whatever is chosen, as in the default store.
 void set_cache_dir(const std::optional<std::string>& root) {
   if (!root) {
     Runtime::instance().set_artifact_store(make_default_artifact_store());
-  } else if (*root == "off") {
-    Runtime::instance().set_artifact_store(with_remote_cache_from_environment(nullptr));
-  } else {
-    DiskCacheOptions options = default_disk_cache_options();
-    options.root = *root;
-    Runtime::instance().set_artifact_store(
-        with_remote_cache_from_environment(std::make_shared<DiskCache>(std::move(options))));
+    return;
   }
+  DiskCacheOptions options = default_disk_cache_options(MalformedVariable::warn);
+  if (*root == "off") {
+    if (options.read_only_layers.empty()) {
+      Runtime::instance().set_artifact_store(with_remote_cache_from_environment(nullptr));
+      return;
+    }
+    options.root.clear();
+  } else {
+    options.root = *root;
+  }
+  Runtime::instance().set_artifact_store(
+      with_remote_cache_from_environment(std::make_shared<DiskCache>(std::move(options))));
 }
 
-std::string cache_describe() {
+// Words for people, from text that may hold a path's bytes: U+FFFD where they are not UTF-8,
+// as in the tool's --json documents (a str converted by pybind11 would raise instead).
+py::str words(const std::string& text) {
+  PyObject* decoded =
+      PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "replace");
+  if (decoded == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(decoded);
+}
+
+py::str cache_describe() {
   const std::shared_ptr<ArtifactStore> store = Runtime::instance().artifact_store();
-  return store ? store->describe() : "memory only (no disk cache)";
+  return words(store ? store->describe() : "memory only (no disk cache)");
 }
 
-std::optional<std::string> cache_default_root() {
+// A path, as os.fsdecode gives it: bytes that are not UTF-8 become surrogate escapes, so the
+// str names the same file.
+py::object cache_default_root() {
   const std::optional<std::filesystem::path> root = default_cache_root();
-  if (!root || root->empty()) return std::nullopt;
-  return root->string();
+  if (!root || root->empty()) return py::none();
+  const std::string& path = root->native();
+  PyObject* decoded =
+      PyUnicode_DecodeFSDefaultAndSize(path.data(), static_cast<Py_ssize_t>(path.size()));
+  if (decoded == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(decoded);
 }
 
 }  // namespace
@@ -230,6 +254,13 @@ void bind_runtime(py::module_& module) {
   module.def("monitor_reset_events", [] { Monitor::instance().reset_events(); });
 
   module.def("set_cache_dir", &set_cache_dir, py::arg("root"));
+  // The module's yes/no variables by the library's rule (zerojit._environment.flag).
+  module.def(
+      "environment_flag",
+      [](const std::string& name, bool unset) {
+        return detail::environment_flag(name.c_str(), unset);
+      },
+      py::arg("name"), py::arg("unset"));
   module.def("cache_describe", &cache_describe);
   module.def("cache_default_root", &cache_default_root);
   module.def(

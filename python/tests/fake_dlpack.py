@@ -151,3 +151,35 @@ class LegacyProducer(FakeTensor):
 
     def __dlpack__(self, stream=None):
         return self._export(stream, None)
+
+
+class HostileProducer(VersionedProducer):
+    """A producer that breaks the protocol: its DLTensor lies about the small buffer behind it.
+
+    lie: a dict of what to put in the DLTensor instead of the truth: "shape" (a tuple declared
+    in place of the real one), "strides" (a tuple), "byte_offset" (an int), "null_shape" (a null
+    shape pointer with the real ndim), "null_data" (a null data pointer).
+    """
+
+    def __init__(self, shape, lie, dtype=(KDL_FLOAT, 32, 1)):
+        super().__init__(shape, dtype)
+        self.lie = lie
+
+    def _tensor(self):
+        tensor = super()._tensor()
+        if "shape" in self.lie:
+            declared = (ctypes.c_int64 * len(self.lie["shape"]))(*self.lie["shape"])
+            self._keep.append(declared)
+            tensor.shape = declared
+            tensor.ndim = len(self.lie["shape"])
+        if "strides" in self.lie:
+            strides = (ctypes.c_int64 * len(self.lie["strides"]))(*self.lie["strides"])
+            self._keep.append(strides)
+            tensor.strides = strides
+        if "byte_offset" in self.lie:
+            tensor.byte_offset = self.lie["byte_offset"]
+        if self.lie.get("null_shape"):
+            tensor.shape = ctypes.POINTER(ctypes.c_int64)()
+        if self.lie.get("null_data"):
+            tensor.data = None
+        return tensor

@@ -5,6 +5,7 @@ import json
 import os
 
 from . import _core, _workers
+from ._environment import path_bytes as _path_bytes
 from ._errors import WarmupError
 
 __all__ = [
@@ -98,7 +99,7 @@ def _config_args(model, serving):
     if isinstance(model, dict):
         arguments["model_json"] = json.dumps(model)
     elif model is not None:
-        arguments["model"] = os.fspath(model)
+        arguments["model"] = _path_bytes(model)
     if serving is not None:
         if not isinstance(serving, dict):
             raise TypeError(
@@ -213,7 +214,7 @@ def _run(config_args, dsv4, devices, jobs, cache_dir, compile_only, arch, monito
             "script that defines Triton kernels and warms them up must do so under "
             "`if __name__ == \"__main__\":`", [], {})
     if cache_dir is not None:
-        _core.set_cache_dir(os.fspath(cache_dir))
+        _core.set_cache_dir(_path_bytes(cache_dir))
     if monitor is not None:
         _core.set_monitor_mode(monitor)
     # Triton (Python) compiles run in worker processes, `jobs` at a time; they stop at the end.

@@ -2,19 +2,21 @@
 shared by every process that names the same root (docs/CACHE.md).
 
 Each function takes the root as ``cache_dir`` (default: ``$ZEROJIT_CACHE_DIR``, else
-``$XDG_CACHE_HOME/zerojit``, else ``~/.cache/zerojit``). A missing root is not created.
+``$XDG_CACHE_HOME/zerojit``, else ``~/.cache/zerojit``): a str, bytes or os.PathLike, also one
+that is not UTF-8 (as the tool takes it). A missing root is not created. The read-only layers
+of ``$ZEROJIT_CACHE_READONLY_DIRS`` are read with every root, "off" included.
 """
 
 import json
-import os
 
 from . import _core
+from ._environment import path_bytes
 
 __all__ = ["ls", "verify", "gc", "clear", "default_dir", "set_dir", "describe"]
 
 
 def _root(cache_dir):
-    return None if cache_dir is None else os.fspath(cache_dir)
+    return None if cache_dir is None else path_bytes(cache_dir)
 
 
 def ls(cache_dir=None):
@@ -47,8 +49,9 @@ def default_dir():
 
 
 def set_dir(cache_dir):
-    """Installs the cache this process compiles through: a root directory, "off" (memory
-    only), or None (the default from the environment)."""
+    """Installs the cache this process compiles through: a root directory, "off" (no writable
+    root: only the read-only layers of ``$ZEROJIT_CACHE_READONLY_DIRS``, memory only without
+    them), or None (the default from the environment)."""
     _core.set_cache_dir(_root(cache_dir))
 
 

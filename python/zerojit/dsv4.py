@@ -13,6 +13,7 @@ monitor mode ``error``) and always an error while the stream captures a CUDA gra
 The same functions run the CPU reference on host tensors: see ``zerojit.reference``.
 """
 
+import operator
 import sys
 
 from . import _core
@@ -77,6 +78,20 @@ def _unit_scale(k_cache):
 
 def _torch_ops():
     return sys.modules["torch"].ops.zerojit
+
+
+def _integer(value, kernel, argument):
+    """``value`` as an int, taken as the C++ paths take integers (python/src/arguments.hpp):
+    anything with ``__index__`` (int, numpy integers). A float, a string or None is refused
+    naming the argument, where ``int()`` would truncate 1.9 and parse "1"."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise _errors.InvalidArgument(
+            f"{kernel}: argument '{argument}': must be an integer, got {type(value).__name__}",
+            kernel,
+            argument,
+        ) from None
 
 
 # --- Indexer-Q RoPE + quant (spec section 1) -------------------------------------------------
@@ -242,19 +257,19 @@ def dequantize_and_gather_k_cache(
     ``k_cache.shape[1]``.
     """
     if _reference:
-        _cpu.dequant_gather(out, k_cache, seq_lens, gather_lens, block_table, block_size,
-                                  int(offset))
+        _cpu.dequant_gather(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset)
     elif _eager(out):
         _fast.dequant_gather(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset,
                              stream)
     else:
         _check_block_size(k_cache, block_size, "dsv4.dequant_gather")
-        _torch_ops().dequant_gather(out, k_cache, seq_lens, gather_lens, block_table, int(offset))
+        _torch_ops().dequant_gather(out, k_cache, seq_lens, gather_lens, block_table,
+                                    _integer(offset, "dsv4.dequant_gather", "offset"))
 
 
 def _check_block_size(k_cache, block_size, kernel):
     """Under tracing the block size is checked here (the custom op's schema omits it)."""
-    if block_size is not None and int(block_size) != k_cache.shape[1]:
+    if block_size is not None and _integer(block_size, kernel, "block_size") != k_cache.shape[1]:
         raise _errors.InvalidArgument(
             f"{kernel}: argument 'block_size': must equal k_cache.shape[1] = "
             f"{k_cache.shape[1]}, got {block_size}",
@@ -453,6 +468,8 @@ def _default_fp8_scale(k_cache, fp8_scale):
 
 
 def _check_equal(name, value, supported, kernel="dsv4.compressor"):
+    if value is not None and not isinstance(supported, bool):
+        value = _integer(value, kernel, name)  # 512.0 is not the integer 512
     if value is not None and value != supported:
         raise _errors.InvalidArgument(
             f"{kernel}: argument '{name}': must be {supported!r} (the DSv4 compressor kernels "
@@ -460,6 +477,8 @@ def _check_equal(name, value, supported, kernel="dsv4.compressor"):
             kernel,
             name,
         )
+
+
 def compress_norm_rope_store(
     state_cache,
     num_actual,
@@ -507,6 +526,7 @@ def compress_norm_rope_store(
             "dsv4.compressor",
             "rms_norm_weight",
         )
+    compress_ratio = _integer(compress_ratio, "dsv4.compressor", "compress_ratio")
     if compress_ratio not in (4, 128):
         raise _errors.InvalidArgument(
             f"dsv4.compressor: argument 'compress_ratio': no compressor for ratio "
@@ -554,7 +574,8 @@ def compress_norm_rope_store(
             stream=stream,
             _reference=_reference,
         )
-    compressed_kv = empty(state_cache, (int(num_actual), int(head_dim)), "f32")
+    num_actual = _integer(num_actual, "dsv4.compressor", "num_actual")
+    compressed_kv = empty(state_cache, (num_actual, _HEAD_DIM), "f32")
     return split_kv_compress_norm_rope_insert_sparse_attn(
         state_cache,
         token_to_req_indices,
@@ -610,9 +631,12 @@ def pack_dcp_topk_candidates(
         rows, topk = shape_of(topk_indices, "dsv4.dcp_pack", "topk_indices", 2)
         packed = empty(logits, (rows, topk, 2), "f32")
     if _reference:
-        _cpu.dcp_pack(logits, topk_indices, packed, int(dcp_rank), int(dcp_world_size),
-                            int(cp_interleave), row_starts)
+        _cpu.dcp_pack(logits, topk_indices, packed, dcp_rank, dcp_world_size, cp_interleave,
+                      row_starts)
     else:
-        _torch_ops().dcp_pack(logits, topk_indices, row_starts, packed, int(dcp_rank),
-                              int(dcp_world_size), int(cp_interleave))
+        kernel = "dsv4.dcp_pack"
+        _torch_ops().dcp_pack(logits, topk_indices, row_starts, packed,
+                              _integer(dcp_rank, kernel, "dcp_rank"),
+                              _integer(dcp_world_size, kernel, "dcp_world_size"),
+                              _integer(cp_interleave, kernel, "cp_interleave"))
     return packed

@@ -113,9 +113,12 @@ void DiskCacheImpl::become_unusable(std::string why) {
 void DiskCacheImpl::open_root() {
   const std::filesystem::path& path = options.root;
   if (path.empty()) {
-    reason = "no cache root (set ZEROJIT_CACHE_DIR, XDG_CACHE_HOME or HOME)";
     if (options.read_only_layers.empty()) {
-      become_unusable(reason);
+      become_unusable("no cache root (set ZEROJIT_CACHE_DIR, XDG_CACHE_HOME or HOME)");
+    } else {
+      // A pack-only process (ZEROJIT_CACHE_DIR=off in a read-only image): nothing to warn
+      // about, its layers serve it.
+      reason = "no writable cache root: only the read-only layers are read";
     }
     return;
   }

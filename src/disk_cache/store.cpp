@@ -82,6 +82,16 @@ DiskCacheImpl::ReadResult DiskCacheImpl::read_entry(const Layer& layer, const st
     result.decoded.detail = "it is " + human_bytes(size) + ", more than any entry zerojit writes";
     return result;
   }
+  // An identity this process skipped (its entry held past the bound) is never waited for
+  // again: one wait per held entry, however often it is asked for (a pack build reads the
+  // root's entry of every key after the warmup that skipped it).
+  if (expected != nullptr && is_skipped(*expected)) {
+    result.busy = true;
+    result.decoded.detail =
+        "this process met it held locked by another process earlier and stopped using the "
+        "disk for it (not waited for again)";
+    return result;
+  }
   // A shared lock while reading: eviction takes an exclusive one without waiting and skips
   // the entry when it cannot. A writer holds an exclusive one from its rename to its close;
   // one stopped there must not stop us.
@@ -237,7 +247,7 @@ DiskCacheCounters DiskCache::counters() const {
 }
 
 std::string DiskCache::describe() const {
-  std::string out = "disk cache " + (impl_->options.root.empty() ? std::string("(no root)")
+  std::string out = "disk cache " + (impl_->options.root.empty() ? std::string("(no writable root)")
                                                                  : impl_->options.root.string());
   out += ", quota " + human_bytes(impl_->options.max_bytes);
   const std::size_t layers = impl_->options.read_only_layers.size();

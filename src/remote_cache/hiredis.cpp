@@ -3,8 +3,10 @@
 // run time, and two layouts are in use. hiredis 1.0 added a function table at the start of
 // redisContext and a double (and a type tag) to redisReply; it also added
 // redisConnectWithOptions, whose presence tells the layouts apart. The functions used
-// (connect with a timeout, set a timeout, a command from an argument vector, free) have kept
-// their signatures from 0.13 to 1.2. docs/DESIGN.md, "Loading at run time".
+// (connect with a timeout, set a timeout, append a command from an argument vector, write and
+// read the socket's buffers, take a reply from the reader, free) have kept their signatures
+// from 0.13 to 1.2, and so have the first fields of redisContext and redisReader read here.
+// docs/DESIGN.md, "Loading at run time".
 #include "remote_cache/hiredis.hpp"
 
 #include <dlfcn.h>
@@ -20,6 +22,9 @@
 #include <memory>
 #include <mutex>
 
+#include "remote_cache/reply_scanner.hpp"
+#include "remote_cache/socket_deadline.hpp"
+
 namespace zerojit::detail::redis {
 namespace {
 
@@ -31,11 +36,28 @@ constexpr int kErrTimeout = 6;  // hiredis >= 1.0; older ones say "timed out" in
 struct ContextV0 {  // hiredis < 1.0: redisContext starts with err, errstr
   int err;
   char errstr[128];
+  int fd;
+  int flags;
+  char* obuf;
+  void* reader;
 };
 struct ContextV1 {  // hiredis >= 1.0: a function table first
   const void* funcs;
   int err;
   char errstr[128];
+  int fd;  // redisFD: an int outside Windows
+  int flags;
+  char* obuf;
+  void* reader;
+};
+// The start of redisReader, the same from 0.13 to 1.2: the bytes received and not yet parsed
+// are buf[pos, len). Only read, to check a reply before hiredis parses it (reply_scanner.hpp).
+struct ReaderPrefix {
+  int err;
+  char errstr[128];
+  char* buf;
+  std::size_t pos;
+  std::size_t len;
 };
 struct ReplyV0 {
   int type;
@@ -59,7 +81,10 @@ struct ReplyV1 {
 using ConnectTcp = void* (*)(const char*, int, struct timeval);
 using ConnectUnix = void* (*)(const char*, struct timeval);
 using SetTimeout = int (*)(void*, struct timeval);
-using CommandArgv = void* (*)(void*, int, const char**, const std::size_t*);
+using AppendCommandArgv = int (*)(void*, int, const char**, const std::size_t*);
+using BufferWrite = int (*)(void*, int*);
+using BufferRead = int (*)(void*);
+using GetReplyFromReader = int (*)(void*, void**);
 using FreeReply = void (*)(void*);
 using FreeContext = void (*)(void*);
 using InitSsl = int (*)();
@@ -74,7 +99,10 @@ struct Library {
   ConnectTcp connect_tcp = nullptr;
   ConnectUnix connect_unix = nullptr;
   SetTimeout set_timeout = nullptr;
-  CommandArgv command_argv = nullptr;
+  AppendCommandArgv append_command_argv = nullptr;
+  BufferWrite buffer_write = nullptr;
+  BufferRead buffer_read = nullptr;
+  GetReplyFromReader get_reply_from_reader = nullptr;
   FreeReply free_reply = nullptr;
   FreeContext free_context = nullptr;
   // TLS (libhiredis_ssl, hiredis >= 1.0), loaded when a rediss:// URL is first used.
@@ -113,12 +141,19 @@ Library& library() {
     lib.connect_tcp = reinterpret_cast<ConnectTcp>(symbol("redisConnectWithTimeout"));
     lib.connect_unix = reinterpret_cast<ConnectUnix>(symbol("redisConnectUnixWithTimeout"));
     lib.set_timeout = reinterpret_cast<SetTimeout>(symbol("redisSetTimeout"));
-    lib.command_argv = reinterpret_cast<CommandArgv>(symbol("redisCommandArgv"));
+    // A command is written and its reply read step by step (Connection::command), so that the
+    // deadline and the reply's bounds apply between steps.
+    lib.append_command_argv = reinterpret_cast<AppendCommandArgv>(symbol("redisAppendCommandArgv"));
+    lib.buffer_write = reinterpret_cast<BufferWrite>(symbol("redisBufferWrite"));
+    lib.buffer_read = reinterpret_cast<BufferRead>(symbol("redisBufferRead"));
+    lib.get_reply_from_reader =
+        reinterpret_cast<GetReplyFromReader>(symbol("redisGetReplyFromReader"));
     lib.free_reply = reinterpret_cast<FreeReply>(symbol("freeReplyObject"));
     lib.free_context = reinterpret_cast<FreeContext>(symbol("redisFree"));
     lib.v1 = symbol("redisConnectWithOptions") != nullptr;
-    if (!lib.connect_tcp || !lib.connect_unix || !lib.set_timeout || !lib.command_argv ||
-        !lib.free_reply || !lib.free_context) {
+    if (!lib.connect_tcp || !lib.connect_unix || !lib.set_timeout || !lib.append_command_argv ||
+        !lib.buffer_write || !lib.buffer_read || !lib.get_reply_from_reader || !lib.free_reply ||
+        !lib.free_context) {
       lib.problem = "the hiredis library found lacks a function zerojit needs (too old?)";
       return;
     }
@@ -168,6 +203,13 @@ std::string tls_problem(Library& lib, const std::string& ca_file) {
                       (ca_file.empty() ? "" : "; CA file " + ca_file) + ")";
   }
   return lib.tls_problem;
+}
+
+// The time left until `when`, at least a millisecond (a zero timeval means "no timeout" to
+// hiredis).
+std::chrono::milliseconds left_until(Clock::time_point when) {
+  return std::max(std::chrono::duration_cast<std::chrono::milliseconds>(when - Clock::now()),
+                  std::chrono::milliseconds(1));
 }
 
 struct timeval to_timeval(std::chrono::milliseconds ms) {
@@ -292,9 +334,10 @@ std::string library_problem(bool tls) {
 }
 
 std::unique_ptr<Connection> Connection::open(const RedisUrl& url, const std::string& password,
-                                             std::chrono::milliseconds connect_timeout,
-                                             std::chrono::milliseconds command_timeout,
-                                             const std::string& tls_ca_file, Outcome& outcome) {
+                                             const ConnectionSettings& settings,
+                                             Clock::time_point limit,
+                                             Clock::time_point& command_deadline,
+                                             Outcome& outcome) {
   Library& lib = library();
   if (!lib.loaded) {
     outcome.failure = Failure::misconfigured;
@@ -302,17 +345,19 @@ std::unique_ptr<Connection> Connection::open(const RedisUrl& url, const std::str
     return nullptr;
   }
   if (url.transport == RedisUrl::Transport::tls) {
-    if (std::string problem = tls_problem(lib, tls_ca_file); !problem.empty()) {
+    if (std::string problem = tls_problem(lib, settings.tls_ca_file); !problem.empty()) {
       outcome.failure = Failure::misconfigured;
       outcome.error = problem;
       return nullptr;
     }
   }
+  const Clock::time_point connect_by = std::min(Clock::now() + settings.connect_timeout, limit);
+  const struct timeval connect_within = to_timeval(left_until(connect_by));
   void* context = url.transport == RedisUrl::Transport::unix_socket
-                      ? lib.connect_unix(url.path.c_str(), to_timeval(connect_timeout))
-                      : lib.connect_tcp(url.host.c_str(), url.port, to_timeval(connect_timeout));
+                      ? lib.connect_unix(url.path.c_str(), connect_within)
+                      : lib.connect_tcp(url.host.c_str(), url.port, connect_within);
   std::unique_ptr<Connection> connection;
-  if (context != nullptr) connection.reset(new Connection(context));
+  if (context != nullptr) connection.reset(new Connection(context, settings.max_reply_bytes));
   const int err = context == nullptr ? -1
                   : lib.v1           ? static_cast<const ContextV1*>(context)->err
                                      : static_cast<const ContextV0*>(context)->err;
@@ -321,19 +366,29 @@ std::unique_ptr<Connection> Connection::open(const RedisUrl& url, const std::str
     outcome.error = "cannot connect: " + outcome.error;
     return nullptr;
   }
-  lib.set_timeout(context, to_timeval(command_timeout));
-  bool handshake_failed = false;
+  // Each read's and write's own bound; the command's deadline (SocketDeadline) is the real one.
+  lib.set_timeout(context, to_timeval(settings.command_timeout));
   if (url.transport == RedisUrl::Transport::tls) {
-    const SigpipeBlocked no_sigpipe;
-    handshake_failed = lib.initiate_ssl(context, lib.tls_context) != 0;
+    const SocketDeadline watch(connection->fd(), connect_by);
+    bool handshake_failed = false;
+    {
+      const SigpipeBlocked no_sigpipe;
+      handshake_failed = lib.initiate_ssl(context, lib.tls_context) != 0;
+    }
+    if (watch.expired()) {
+      outcome.failure = Failure::timeout;
+      outcome.error = "cannot connect: no TLS handshake within the connect timeout";
+      return nullptr;
+    }
+    if (handshake_failed) {
+      context_error(lib, context, outcome);
+      outcome.error = "TLS handshake failed: " + outcome.error;
+      return nullptr;
+    }
   }
-  if (handshake_failed) {
-    context_error(lib, context, outcome);
-    outcome.error = "TLS handshake failed: " + outcome.error;
-    return nullptr;
-  }
+  command_deadline = std::min(Clock::now() + settings.command_timeout, limit);
   auto setup = [&](const std::vector<std::string_view>& args, const char* what) {
-    Outcome done = connection->command(args);
+    Outcome done = connection->command(args, command_deadline);
     if (done.ok() && done.reply.type == Reply::Type::error) {
       done.failure = Failure::misconfigured;
       done.error = std::string(what) + " refused: " + done.reply.text;
@@ -361,7 +416,31 @@ std::unique_ptr<Connection> Connection::open(const RedisUrl& url, const std::str
 
 Connection::~Connection() { library().free_context(context_); }
 
-Outcome Connection::command(const std::vector<std::string_view>& arguments) {
+int Connection::fd() const {
+  return library().v1 ? static_cast<const ContextV1*>(context_)->fd
+                      : static_cast<const ContextV0*>(context_)->fd;
+}
+
+Outcome Connection::command(const std::vector<std::string_view>& arguments,
+                            Clock::time_point deadline) {
+  Outcome outcome;
+  if (Clock::now() < deadline) {
+    const SocketDeadline watch(fd(), deadline);
+    outcome = exchange(arguments);
+    if (!watch.expired()) return outcome;
+  }
+  // Whatever hiredis made of the socket shut down under it (often "Server closed the
+  // connection"), and a reply that completed just as the deadline passed: a timeout either way,
+  // and the connection is gone.
+  outcome = Outcome{};
+  outcome.failure = Failure::timeout;
+  outcome.error = "no complete reply within the command timeout";
+  return outcome;
+}
+
+// Writes the command, reads until the scanner has a whole reply within the bounds, and only
+// then lets hiredis parse it.
+Outcome Connection::exchange(const std::vector<std::string_view>& arguments) {
   Library& lib = library();
   std::vector<const char*> argv;
   std::vector<std::size_t> lengths;
@@ -372,12 +451,45 @@ Outcome Connection::command(const std::vector<std::string_view>& arguments) {
     lengths.push_back(a.size());
   }
   Outcome outcome;
-  void* reply = nullptr;
-  {
-    const SigpipeBlocked no_sigpipe;
-    reply = lib.command_argv(context_, static_cast<int>(argv.size()), argv.data(), lengths.data());
+  const auto* reader =
+      static_cast<const ReaderPrefix*>(lib.v1 ? static_cast<const ContextV1*>(context_)->reader
+                                              : static_cast<const ContextV0*>(context_)->reader);
+  if (reader->pos != reader->len) {
+    outcome.failure = Failure::io;
+    outcome.error = "the server sent " + std::to_string(reader->len - reader->pos) +
+                    " bytes no command asked for";
+    return outcome;
   }
-  if (reply == nullptr) {
+  const SigpipeBlocked no_sigpipe;
+  if (lib.append_command_argv(context_, static_cast<int>(argv.size()), argv.data(),
+                              lengths.data()) != 0) {
+    context_error(lib, context_, outcome);
+    return outcome;
+  }
+  for (int written = 0; !written;) {
+    if (lib.buffer_write(context_, &written) != 0) {
+      context_error(lib, context_, outcome);
+      return outcome;
+    }
+  }
+  ReplyScanner scanner(ReplyLimits{.max_bytes = max_reply_bytes_});
+  const std::size_t start = reader->pos;
+  while (true) {
+    // Read again each time: hiredis may have moved its buffer while appending to it.
+    const auto state = scanner.scan(std::string_view(reader->buf + start, reader->len - start));
+    if (state == ReplyScanner::State::complete) break;
+    if (state == ReplyScanner::State::refused) {
+      outcome.failure = Failure::io;
+      outcome.error = scanner.problem();
+      return outcome;
+    }
+    if (lib.buffer_read(context_) != 0) {
+      context_error(lib, context_, outcome);
+      return outcome;
+    }
+  }
+  void* reply = nullptr;
+  if (lib.get_reply_from_reader(context_, &reply) != 0 || reply == nullptr) {
     context_error(lib, context_, outcome);
     return outcome;
   }

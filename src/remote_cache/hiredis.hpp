@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -41,25 +42,43 @@ struct Outcome {
 // Why hiredis (or its TLS part) cannot be used, or empty when it can.
 std::string library_problem(bool tls);
 
+using Clock = std::chrono::steady_clock;
+
+struct ConnectionSettings {
+  std::chrono::milliseconds connect_timeout{250};
+  std::chrono::milliseconds command_timeout{1000};
+  std::string tls_ca_file;
+  // The longest reply accepted (an entry and its framing); longer ones are refused unread.
+  std::uint64_t max_reply_bytes = 0;
+};
+
 class Connection {
  public:
-  // Connects, sets the command timeout, authenticates and selects the database. On failure
-  // returns nullptr with `outcome` saying why.
+  // Connects (TCP, then TLS) within the connect timeout, then authenticates and selects the
+  // database within the command timeout, neither past `limit`; `command_deadline` is then
+  // that second deadline, for the command the connection was opened for. On failure returns
+  // nullptr with `outcome` saying why.
   static std::unique_ptr<Connection> open(const RedisUrl& url, const std::string& password,
-                                          std::chrono::milliseconds connect_timeout,
-                                          std::chrono::milliseconds command_timeout,
-                                          const std::string& tls_ca_file, Outcome& outcome);
+                                          const ConnectionSettings& settings,
+                                          Clock::time_point limit,
+                                          Clock::time_point& command_deadline, Outcome& outcome);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
-  // One command, arguments as binary-safe strings. After an io or timeout failure the
-  // connection is broken and must be dropped.
-  Outcome command(const std::vector<std::string_view>& arguments);
+  // One command, arguments as binary-safe strings, sent and answered by `deadline` (a timeout
+  // failure otherwise, however the server trickles), its reply checked against the limits
+  // before it is parsed. After an io or timeout failure the connection is broken and must be
+  // dropped.
+  Outcome command(const std::vector<std::string_view>& arguments, Clock::time_point deadline);
 
  private:
-  explicit Connection(void* context) : context_(context) {}
+  Connection(void* context, std::uint64_t max_reply_bytes)
+      : context_(context), max_reply_bytes_(max_reply_bytes) {}
+  int fd() const;
+  Outcome exchange(const std::vector<std::string_view>& arguments);
   void* context_;
+  std::uint64_t max_reply_bytes_;
 };
 
 }  // namespace zerojit::detail::redis

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <span>
@@ -33,9 +34,13 @@ namespace {
 // caller has just found it bad), else the compile lock when no one holds it, else how long
 // the holder's lock has left. STRLEN first, so that an entry over the limit is refused
 // without being sent. Reply: {1, bytes} entry | {3, length} entry too large | {2} locked |
-// {4, pttl} held by another | {0} no entry (no lock asked for: token ""). A lock that already
-// holds the caller's token is the caller's ({2}): a step sent again over a fresh connection
-// after its first connection died may have run.
+// {4, pttl} held by another | {5, ttl} held, but it had no expiry | {0} no entry (no lock
+// asked for: token ""). A lock that already holds the caller's token is the caller's ({2}): a
+// step sent again over a fresh connection after its first connection died may have run.
+// zerojit never makes a lock without an expiry (SET ... PX), so one without is not a live
+// holder's (planted, or made persistent by hand): it is given the lock TTL, after which it
+// expires unless someone renews it, as a dead holder's lock does; waiting for it costs one TTL,
+// not the whole lock wait.
 // KEYS: entry, lock. ARGV: max bytes, token, ttl ms, "1" to skip the entry.
 constexpr std::string_view kObtainScript = R"lua(
 if ARGV[4] ~= '1' then
@@ -46,7 +51,12 @@ end
 if ARGV[2] == '' then return {0} end
 if redis.call('SET', KEYS[2], ARGV[2], 'NX', 'PX', ARGV[3]) then return {2} end
 if redis.call('GET', KEYS[2]) == ARGV[2] then return {2} end
-return {4, redis.call('PTTL', KEYS[2])}
+local left = redis.call('PTTL', KEYS[2])
+if left == -1 then
+  redis.call('PEXPIRE', KEYS[2], ARGV[3])
+  return {5, tonumber(ARGV[3])}
+end
+return {4, left}
 )lua";
 // Compare-and-act on the lock: only its holder (who knows the token) renews or releases it.
 constexpr std::string_view kRenewScript = R"lua(
@@ -57,6 +67,9 @@ constexpr std::string_view kReleaseScript = R"lua(
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 )lua";
+
+// What a reply may hold beyond the entry itself: an array header, a status integer, lengths.
+constexpr std::uint64_t kReplyFraming = 4096;
 
 std::string seconds(std::chrono::milliseconds ms) {
   char buffer[32];
@@ -71,6 +84,7 @@ struct RemoteCacheImpl {
   RedisUrl url;
   std::string password;
   std::string shown;  // the redacted URL
+  redis::ConnectionSettings connection_settings;
 
   std::mutex pool_mutex;
   std::vector<std::unique_ptr<Connection>> idle;
@@ -84,6 +98,7 @@ struct RemoteCacheImpl {
   bool disabled = false;
   bool error_reported = false;
   bool too_large_reported = false;
+  bool unexpiring_reported = false;
 
   // Locks held by this process, renewed by one thread while any is held.
   std::mutex renew_mutex;
@@ -95,6 +110,15 @@ struct RemoteCacheImpl {
 
   explicit RemoteCacheImpl(RemoteCacheOptions o) : options(std::move(o)) {
     url = parse_redis_url(options.url, options.url_source);
+    connection_settings.connect_timeout = options.connect_timeout;
+    connection_settings.command_timeout = options.command_timeout;
+    connection_settings.tls_ca_file = options.tls_ca_file;
+    // An entry and its framing (the obtain script's array around it); nothing else replied
+    // comes near it.
+    constexpr std::uint64_t kLargest = std::numeric_limits<std::uint64_t>::max();
+    connection_settings.max_reply_bytes = options.max_entry_bytes > kLargest - kReplyFraming
+                                              ? kLargest
+                                              : options.max_entry_bytes + kReplyFraming;
     password = options.password ? *options.password : url.password;
     if (options.password && !options.password->empty()) url.password = *options.password;
     shown = url.redacted();
@@ -155,7 +179,9 @@ struct RemoteCacheImpl {
     if (!message.empty()) warn(message);
   }
 
-  // One command through a pooled connection, with the failure accounting.
+  // One command through a pooled connection, with the failure accounting. It ends within the
+  // command timeout on a pooled connection, and within the connect timeout plus the command
+  // timeout when it opens one, whatever the server sends (Connection::command).
   Outcome run(const std::vector<std::string_view>& arguments) {
     {
       std::lock_guard lock(state_mutex);
@@ -167,6 +193,7 @@ struct RemoteCacheImpl {
         return out;
       }
     }
+    const auto start = redis::Clock::now();
     std::unique_ptr<Connection> connection;
     {
       std::lock_guard lock(pool_mutex);
@@ -177,7 +204,7 @@ struct RemoteCacheImpl {
     }
     Outcome outcome;
     if (connection) {
-      outcome = connection->command(arguments);
+      outcome = connection->command(arguments, start + options.command_timeout);
       if (outcome.failure == Failure::io) {
         // A pooled connection the server closed while it sat idle (a restart, an idle
         // timeout): the others in the pool are as old, so they go too, and the command is
@@ -190,13 +217,15 @@ struct RemoteCacheImpl {
       }
     }
     if (!connection) {
-      connection = Connection::open(url, password, options.connect_timeout, options.command_timeout,
-                                    options.tls_ca_file, outcome);
+      redis::Clock::time_point deadline;
+      connection = Connection::open(url, password, connection_settings,
+                                    start + options.connect_timeout + options.command_timeout,
+                                    deadline, outcome);
       if (!connection) {
         record_failure(outcome);
         return outcome;
       }
-      outcome = connection->command(arguments);
+      outcome = connection->command(arguments, deadline);
     }
     if (!outcome.ok()) {
       record_failure(outcome);  // the connection is broken: dropped
@@ -255,6 +284,22 @@ struct RemoteCacheImpl {
            disk::human_bytes(static_cast<std::uint64_t>(length)) + ", over the entry limit of " +
            disk::human_bytes(options.max_entry_bytes) +
            " (ZEROJIT_REMOTE_CACHE_MAX_ENTRY); refused (further ones are counted)");
+    }
+  }
+
+  void report_unexpiring(const std::string& lock_key) {
+    bool first = false;
+    {
+      std::lock_guard lock(state_mutex);
+      first = !std::exchange(unexpiring_reported, true);
+    }
+    if (first) {
+      warn("the compile lock " + lock_key +
+           " had no expiry, so no zerojit process holds it (a key planted or made persistent "
+           "by hand); it was given the lock TTL of " +
+           seconds(options.lock_ttl) +
+           " s (ZEROJIT_REMOTE_CACHE_LOCK_TTL_MS), after which it is taken over (further ones "
+           "are treated alike, not reported)");
     }
   }
 
@@ -406,7 +451,7 @@ RemoteCache::Obtained RemoteCache::obtain(const ProgramIdentity& identity) {
     skip_entry = false;
     if (!done.ok() || done.reply.elements.empty()) return obtained;  // compile here
     const auto& e = done.reply.elements;
-    const long long status = e[0].integer;
+    long long status = e[0].integer;
     if (status == 1 && e.size() == 2) {
       if (!bad_seen) {
         if (auto artifact = s.verify(identity, e[1].text)) {
@@ -437,6 +482,10 @@ RemoteCache::Obtained RemoteCache::obtain(const ProgramIdentity& identity) {
     }
     if (first && !bad_seen) s.misses.fetch_add(1, std::memory_order_relaxed);
     first = false;
+    if (status == 5) {
+      s.report_unexpiring(s.key("lock", identity));
+      status = 4;  // an ordinary held lock from now on, expiring after the TTL
+    }
     if (status == 2) {
       const std::string lock_key = s.key("lock", identity);
       s.hold(lock_key, token);

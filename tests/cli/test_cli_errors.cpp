@@ -134,6 +134,51 @@ TEST_F(ZerojitToolErrors, MistypedCommandsAndOptionsGetASuggestion) {
   EXPECT_NE(far.err.find("warmup, keys, run and cache"), std::string::npos) << describe(far);
 }
 
+// `--` ends the options of every command: a word after it is an argument, which no command
+// takes (before, `keys -- --json` ran as plain `keys` and printed text, exit 0, and other
+// options after it were "unknown option --X ... did you mean --X?"). A `--` at the end is
+// accepted.
+TEST_F(ZerojitToolErrors, DoubleDashEndsTheOptionsOfEveryCommand) {
+  const std::vector<std::vector<std::string>> commands = {{"warmup"},
+                                                          {"keys"},
+                                                          {"run"},
+                                                          {"cache", "ls"},
+                                                          {"cache", "verify"},
+                                                          {"cache", "gc"},
+                                                          {"cache", "clear"},
+                                                          {"cache", "explain"},
+                                                          {"cache", "push"},
+                                                          {"cache", "pull"},
+                                                          {}};
+  for (const std::vector<std::string>& command : commands) {
+    std::string name;
+    for (const std::string& word : command) name += (name.empty() ? "" : " ") + word;
+    for (const std::string& after :
+         {std::string("--json"), std::string("--cache-dir"), std::string("extra")}) {
+      std::vector<std::string> arguments = command;
+      arguments.push_back("--");
+      arguments.push_back(after);
+      const Result r = run(arguments);
+      EXPECT_EQ(r.exit_code, 2) << name << " -- " << after << "\n" << describe(r);
+      EXPECT_NE(r.err.find("unexpected argument \"" + after + "\" after `--`"), std::string::npos)
+          << name << " -- " << after << "\n"
+          << describe(r);
+      EXPECT_TRUE(r.out.empty()) << "--json after -- is not the option: " << describe(r);
+    }
+    // --json before the `--` is the option: the failure is a JSON document.
+    std::vector<std::string> as_json = command;
+    as_json.insert(as_json.end(), {"--json", "--", "x"});
+    const Result j = run(as_json);
+    EXPECT_EQ(j.exit_code, 2) << name << "\n" << describe(j);
+    const json error = failure_of(j, name.empty() ? "zerojit" : name, 2);
+    EXPECT_NE(error.at("message").get<std::string>().find("after `--`"), std::string::npos)
+        << j.out;
+  }
+  const Result trailing = run({"keys", "--json", "--"});
+  EXPECT_EQ(trailing.exit_code, 0) << describe(trailing);
+  EXPECT_EQ(zerojit::testing::result_of(trailing, "keys").at("count"), 9) << trailing.out;
+}
+
 // An option holding bytes that are not UTF-8, a config.json holding them, and a cache root
 // whose path holds them: the JSON printed stays valid (nlohmann's parser rejects invalid
 // UTF-8, so parsing it is the proof), with U+FFFD where the bad bytes were.

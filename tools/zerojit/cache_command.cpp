@@ -59,11 +59,15 @@ std::shared_ptr<DiskCache> open_cache(const CacheCommand& command) {
   } catch (const Error& error) {
     throw usage(command, error.what(), "fix or unset the environment variable it names");
   }
+  const bool layers = !command.layers.empty() || !cache_options.read_only_layers.empty();
   if (!command.cache_dir.empty()) {
     cache_options.root = command.cache_dir;
   } else if (!default_cache_root()) {
-    throw usage(command, "the disk cache is disabled (ZEROJIT_CACHE_DIR=off)",
-                "name a cache with --cache-dir DIR");
+    // Off: no root, but the read-only layers are still a cache to list and verify.
+    if (!layers) {
+      throw usage(command, "the disk cache is disabled (ZEROJIT_CACHE_DIR=off)",
+                  "name a cache with --cache-dir DIR, or its layers with --layer DIR");
+    }
   } else if (cache_options.root.empty()) {
     throw usage(command,
                 "no cache directory: none of ZEROJIT_CACHE_DIR, XDG_CACHE_HOME, HOME is set",

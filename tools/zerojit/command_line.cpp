@@ -41,8 +41,12 @@ std::optional<ToolError> read_command_words(const std::vector<std::string>& argu
                                             const std::vector<std::string>& kCommands,
                                             CommandLine& line) {
   const std::string& tool = program_name();
+  // Words after `--` are arguments, never the command (parse_command_line refuses them).
+  const auto option = [&](std::size_t at) {
+    return arguments[at] != "--" && is_option(arguments[at]);
+  };
   std::size_t i = 0;
-  while (i < arguments.size() && is_option(arguments[i])) ++i;
+  while (i < arguments.size() && option(i)) ++i;
   if (i == arguments.size() || arguments[i] == "--") return std::nullopt;
   const std::string& word = arguments[i];
   if (std::find(kCommands.begin(), kCommands.end(), word) == kCommands.end()) {
@@ -54,8 +58,8 @@ std::optional<ToolError> read_command_words(const std::vector<std::string>& argu
   line.name = word;
   if (word != "cache") return std::nullopt;
   ++i;
-  while (i < arguments.size() && is_option(arguments[i])) ++i;
-  if (i == arguments.size()) return std::nullopt;
+  while (i < arguments.size() && option(i)) ++i;
+  if (i == arguments.size() || arguments[i] == "--") return std::nullopt;
   const std::string& action = arguments[i];
   if (std::find(kCacheActions.begin(), kCacheActions.end(), action) == kCacheActions.end()) {
     const auto guess = nearest(action, kCacheActions);
@@ -409,6 +413,19 @@ CommandLine parse_command_line(const std::vector<std::string>& arguments,
       return line;
     }
   }
+  // `--` ends the options, for every command: what follows it is an argument, and no command
+  // takes one. (Left to CLI11, `keys -- --json` ran as plain `keys`.) A `--` at the end is
+  // accepted.
+  const auto end_of_options = std::find(arguments.begin(), arguments.end(), "--");
+  if (end_of_options != arguments.end() && end_of_options + 1 != arguments.end()) {
+    const std::string command = line.name.empty() ? tool : tool + " " + line.name;
+    line.error =
+        option_error(line.name,
+                     "unexpected argument \"" + *(end_of_options + 1) + "\" after `--` for `" +
+                         command + "` (it takes options only, and `--` ends them)",
+                     "drop the `--`, or put the options before it");
+    return line;
+  }
 
   CLI::App app{options.description.empty()
                    ? tool +
@@ -436,8 +453,8 @@ CommandLine parse_command_line(const std::vector<std::string>& arguments,
       "Run `" +
       tool + " <command> --help` for a command's options; docs/TOOL.md has examples.");
 
-  // CLI11 reads its arguments from the back.
-  std::vector<std::string> reversed(arguments.rbegin(), arguments.rend());
+  // CLI11 reads its arguments from the back; the `--` (now the last word, if any) is left out.
+  std::vector<std::string> reversed(std::make_reverse_iterator(end_of_options), arguments.rend());
   try {
     app.parse(reversed);
   } catch (const CLI::CallForHelp&) {

@@ -106,7 +106,10 @@ void install_cache(const CacheSelection& selection, std::string_view command) {
   }
   const bool disabled = !default_cache_root();  // ZEROJIT_CACHE_DIR=off
   std::shared_ptr<RemoteCache> remote = open_remote(selection, command);
-  if (disabled && selection.cache_dir.empty() && selection.layers.empty()) {
+  // Off turns the writable root off; read-only layers (--layer, ZEROJIT_CACHE_READONLY_DIRS)
+  // are still read, as a pack in a read-only container image needs.
+  if (disabled && selection.cache_dir.empty() && selection.layers.empty() &&
+      options.read_only_layers.empty()) {
     Runtime::instance().set_artifact_store(
         remote ? std::make_shared<TieredStore>(nullptr, std::move(remote)) : nullptr);
     return;

@@ -24,7 +24,8 @@ struct CacheSelection {
 
 // Installs the runtime's artifact store: the disk cache the options and the environment name
 // (ZEROJIT_CACHE_DIR, ..._READONLY_DIRS, ..._MAX_BYTES, ..._ALLOW_SHARED), or memory only
-// for ZEROJIT_CACHE_DIR=off without --cache-dir or --layer. The root is opened here. Throws
+// for ZEROJIT_CACHE_DIR=off without --cache-dir or a read-only layer (--layer or
+// ZEROJIT_CACHE_READONLY_DIRS). The root is opened here. Throws
 // ToolError (usage) for a malformed cache variable, and for a root or layer refused because
 // others can write it (docs/CACHE.md, "Safety rules"); other disk trouble stays a warning.
 void install_cache(const CacheSelection& selection, std::string_view command);

@@ -243,17 +243,20 @@ std::optional<std::string> RedisServer::get(const std::string& key) {
   return v.text;
 }
 
-SilentServer::SilentServer() {
-  fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+int listen_on_loopback(int& port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  ::listen(fd_, 64);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  ::listen(fd, 64);
   socklen_t length = sizeof address;
-  ::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length);
-  port_ = ntohs(address.sin_port);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  port = ntohs(address.sin_port);
+  return fd;
 }
+
+SilentServer::SilentServer() { fd_ = listen_on_loopback(port_); }
 
 SilentServer::~SilentServer() {
   if (fd_ >= 0) ::close(fd_);

@@ -83,4 +83,7 @@ class SilentServer {
 // A port on 127.0.0.1 that nothing listens on (bound and released).
 int free_port();
 
+// A TCP socket listening on a free port of 127.0.0.1, which `port` is set to.
+int listen_on_loopback(int& port);
+
 }  // namespace zerojit::test
