@@ -6,7 +6,7 @@
    an empty PyTorch kernel launch as the floor. Method of bench/python_host_cost.py: a GPU spin
    outlasts each round, so the calls only enqueue and the loop times the host alone; rounds
    alternate between the rows; the median over rounds of the mean per call.
-2. cold warmup of every key of the five kernels' spaces (24), each in a fresh process with
+2. cold warmup of every key of the five kernels' spaces (26), each in a fresh process with
    empty caches: zerojit with 1 and with N compile workers, against Triton compiling the same
    specializations itself (`fn.warmup(...)`, one after another, as a process that compiles on
    first use would).
@@ -105,9 +105,13 @@ ZEROJIT_WARMUP = """
     start = time.perf_counter()
     import zerojit, triton_test_owners as owners
     owners.register_all()
-    report = zerojit.warmup_kernels(jobs={jobs})
+    report = zerojit.warmup_kernels(jobs={jobs}{cache})
     torch.cuda.synchronize()
-    print(json.dumps({{"seconds": time.perf_counter() - start, "totals": report["totals"]}}))
+    keys = sorted(report["keys"], key=lambda k: -k["seconds"])
+    print(json.dumps({{"seconds": time.perf_counter() - start, "totals": report["totals"],
+                      "wall_seconds": report["wall_seconds"],
+                      "key_seconds": sum(k["seconds"] for k in keys),
+                      "slowest": [(k["kernel"], k["key"], k["seconds"]) for k in keys[:3]]}}))
 """
 
 # Triton compiling (or loading from its disk cache) the same specializations, the way a process
@@ -129,9 +133,10 @@ TRITON_WARMUP = """
             t = torch.zeros(4096, dtype=torch_dtypes[key["dtype"]], device="cuda")
             args, meta = (t, t, t, 4096, 0.5), dict(BLOCK=key["block"], num_warps=key["num_warps"])
         elif kernel == "row_sum":
-            t = torch.zeros(8, 100, dtype=torch_dtypes[key["dtype"]], device="cuda")
+            cols = key["block_cols"] if key["aligned_rows"] else key["block_cols"] - 28
+            t = torch.zeros(8, cols, dtype=torch_dtypes[key["dtype"]], device="cuda")
             r = torch.zeros(8, device="cuda")
-            args = (t, r, 100, 100)
+            args = (t, r, cols, cols)
             meta = dict(BLOCK_COLS=key["block_cols"],
                         num_warps=4 if key["block_cols"] >= 512 else 1)
         elif kernel == "matmul_tile":
@@ -164,14 +169,18 @@ def measure_warmups(args):
             cache = os.path.join(scratch, f"zerojit-{workers}")
             triton_cache = os.path.join(scratch, f"triton-for-zerojit-{workers}")
             results[f"zerojit cold, {workers} workers"] = in_fresh_process(
-                ZEROJIT_WARMUP.format(jobs=workers),
+                ZEROJIT_WARMUP.format(jobs=workers, cache=""),
                 {"ZEROJIT_CACHE_DIR": cache, "TRITON_CACHE_DIR": triton_cache})
+        # The same without the disk cache (nothing written, nothing synced): the compile
+        # pipeline alone.
+        results[f"zerojit cold, {args.workers} workers, no disk cache"] = in_fresh_process(
+            ZEROJIT_WARMUP.format(jobs=args.workers, cache=", cache_dir='off'"), {})
         triton_cache = os.path.join(scratch, "triton")
         results["Triton cold (fn.warmup, one process)"] = in_fresh_process(
             TRITON_WARMUP.format(launch=False), {"TRITON_CACHE_DIR": triton_cache})
         cache = os.path.join(scratch, f"zerojit-{args.workers}")
         results["zerojit warm start from disk (every key loaded)"] = in_fresh_process(
-            ZEROJIT_WARMUP.format(jobs=args.workers), {"ZEROJIT_CACHE_DIR": cache})
+            ZEROJIT_WARMUP.format(jobs=args.workers, cache=""), {"ZEROJIT_CACHE_DIR": cache})
         results["Triton warm start (its disk cache, fn.warmup + first launch)"] = (
             in_fresh_process(TRITON_WARMUP.format(launch=True),
                              {"TRITON_CACHE_DIR": triton_cache}))
@@ -206,9 +215,14 @@ def main():
             print(f"  {name[8:]:40s} zerojit {value:7.2f} (+{value - floor:5.2f})  Triton "
                   f"{theirs:7.2f}  ratio {value / theirs:5.3f}")
     warmups = measure_warmups(args)
-    print("warmup of the 24 keys, fresh processes (from after `import torch`):")
+    print("warmup of every key of the five kernels, fresh processes (from after `import torch`):")
     for name, result in warmups.items():
-        print(f"  {name:62s} {result['seconds']:8.2f} s")
+        detail = ""
+        if "key_seconds" in result:
+            detail = (f"  (warmup {result['wall_seconds']:.2f} s, keys "
+                      f"{result['key_seconds']:.2f} s summed; slowest "
+                      f"{result['slowest'][0][2]:.2f} s)")
+        print(f"  {name:62s} {result['seconds']:8.2f} s{detail}")
     if args.json:
         with open(args.json, "w") as out:
             json.dump({"host_us": host, "warmups": warmups, "rounds": args.rounds,

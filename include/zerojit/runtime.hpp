@@ -52,7 +52,7 @@ class Runtime {
   // before that, the store's memo for the library file NVRTC would be loaded from (so a
   // process served entirely from disk never loads NVRTC); else NVRTC is loaded to ask it.
   // Where NVRTC cannot be loaded at all, the one version the store records for its entries
-  // (ArtifactStore::recorded_nvrtc_versions), so that a pack serves; UnavailableError when it
+  // (ArtifactStore::recorded_compiler_versions), so that a pack serves; UnavailableError when it
   // records none or several.
   std::string nvrtc_version();
 

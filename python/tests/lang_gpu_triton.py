@@ -264,7 +264,7 @@ class Subprocesses(unittest.TestCase):
                 class NoTriton(importlib.abc.MetaPathFinder):
                     def find_spec(self, name, path=None, target=None):
                         if name == "triton" or name.startswith("triton."):
-                            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+                            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
                 sys.meta_path.insert(0, NoTriton())
                 import torch, zerojit, triton_test_owners as owners
                 owners.register_all()

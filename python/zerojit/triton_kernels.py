@@ -31,7 +31,7 @@ import subprocess
 import threading
 import typing
 
-from . import _core, _triton_source, _workers
+from . import _core, _kernel_source, _workers
 from ._errors import CompileError, InvalidArgument, UnavailableError
 from ._owner import KernelOwner
 from ._types import TensorDesc
@@ -97,8 +97,8 @@ class TritonKernel(KernelOwner):
         if self.fn is None:
             raise InvalidArgument(f"kernel {name}: set `fn` to the @triton.jit function or to "
                                   "'package.module:function'", name, "fn")
-        module, qualname = _triton_source.locate(self.fn, name)
-        self._source = _triton_source.read(module, qualname, name)
+        module, qualname = _kernel_source.locate(self.fn, name)
+        self._source = _kernel_source.read(module, qualname, name)
         runtime = self._source.runtime_params
         self._dispatch_names = _named_arguments(name, self.dispatch, runtime, "dispatch", 0)
         self._grid_names = _named_arguments(name, self.grid, runtime, "grid", 1)

@@ -185,7 +185,8 @@ TEST_F(DiskCacheStore, TheDefaultStoreReadsItsLayersWithTheRootOffAndABadVariabl
   EXPECT_EQ(disk->state(), CacheRootState::read_only);
   EXPECT_NE(disk->describe().find("(no writable root)"), std::string::npos) << disk->describe();
   // What a process without NVRTC needs: the pack's entries, and the version they record.
-  EXPECT_EQ(disk->recorded_nvrtc_versions(), std::vector<std::string>{"13.0"});
+  EXPECT_EQ(disk->recorded_compiler_versions(Language::cuda, "sm_90a"),
+            std::vector<std::string>{"13.0"});
   EXPECT_TRUE(disk->find(artifact.identity));
   ASSERT_EQ(logged.size(), 1u) << "one warning, naming the variable";
   EXPECT_NE(logged[0].find("ZEROJIT_CACHE_LOCK_TIMEOUT_S=\"2m\""), std::string::npos) << logged[0];

@@ -1,14 +1,15 @@
-"""A Triton function's source as zerojit identifies it, read without importing anything.
+"""A Python kernel function's source as zerojit identifies it (a ``@triton.jit`` function, a
+``@cute.jit`` host function), read without importing anything.
 
-A process that only serves warmed Triton kernels from a pack has no Triton to import, so it
-cannot import the module that defines a ``@triton.jit`` function either. The identity of a
+A process that only serves warmed kernels from a pack has no compiler to import (no Triton, no
+CuTeDSL), so it cannot import the module that defines the function either. The identity of a
 kernel's program therefore comes from the module's source file, parsed with ``ast``: the
-function's own text, then, by name, every module-level definition it uses (helper
-``@triton.jit`` functions, constants such as ``BLOCK = tl.constexpr(64)``), followed into the
-modules it imports them from, transitively. Line numbers take no part: adding a line above a
-kernel changes nothing (Triton's own cache key changes with the starting line). Names that
-resolve into Triton, PyTorch or the standard library are left out: their code is covered by the
-compiler version in the identity.
+function's own text, then, by name, every module-level definition it uses (helper functions,
+constants such as ``BLOCK = tl.constexpr(64)``), followed into the modules it imports them from,
+transitively. Line numbers take no part: adding a line above a kernel changes nothing (Triton's
+own cache key changes with the starting line). Names that resolve into the compilers, PyTorch or
+the standard library are left out: their code is covered by the compiler version in the
+identity.
 """
 
 import ast
@@ -21,14 +22,16 @@ from ._errors import InvalidArgument
 __all__ = ["FunctionSource", "locate", "read"]
 
 # Names from these packages are not followed: the compiler version covers them.
-_OPAQUE = ("triton", "torch", "numpy", "builtins", "math", "functools", "typing", "os", "sys")
+_OPAQUE = ("triton", "cutlass", "cuda", "torch", "numpy", "builtins", "math", "functools",
+           "typing", "os", "sys")
 _MAX_SOURCE_BYTES = 4 << 20  # the identity text of one kernel; past it, a config error
 
 
 class FunctionSource:
-    """What the identity and the call path need of a Triton function: its module, its
+    """What the identity and the call path need of a kernel function: its module, its
     qualified name, the module file (for compile workers when the module is ``__main__``), its
-    parameters as ``(name, is_constexpr)`` and the identity text."""
+    parameters as ``(name, kind)`` (kind "runtime", "constexpr" for ``tl.constexpr`` /
+    ``cutlass.Constexpr``, "stream" for a ``cuda.CUstream``) and the identity text."""
 
     def __init__(self, module, qualname, file, params, text):
         self.module = module
@@ -39,15 +42,19 @@ class FunctionSource:
 
     @property
     def runtime_params(self):
-        return tuple(name for name, constexpr in self.params if not constexpr)
+        return tuple(name for name, kind in self.params if kind == "runtime")
 
     @property
     def constexpr_params(self):
-        return tuple(name for name, constexpr in self.params if constexpr)
+        return tuple(name for name, kind in self.params if kind == "constexpr")
+
+    @property
+    def stream_params(self):
+        return tuple(name for name, kind in self.params if kind == "stream")
 
 
 def locate(fn, kernel):
-    """(module, qualname) of a Triton function given as a ``@triton.jit`` object or as a
+    """(module, qualname) of a kernel function given as the (decorated) function or as a
     string ``"package.module:function"``."""
     if isinstance(fn, str):
         module, sep, qualname = fn.partition(":")
@@ -61,7 +68,7 @@ def locate(fn, kernel):
     qualname = getattr(target, "__qualname__", None)
     if not module or not qualname:
         raise InvalidArgument(
-            f"kernel {kernel}: fn must be a @triton.jit function or 'module:function', got "
+            f"kernel {kernel}: fn must be the kernel's function or 'module:function', got "
             f"{type(fn).__name__}", kernel, "fn")
     return module, qualname
 
@@ -70,12 +77,12 @@ def read(module, qualname, kernel):
     """The FunctionSource of ``module:qualname``, from the module's file."""
     if "." in qualname or "<" in qualname:
         raise InvalidArgument(
-            f"kernel {kernel}: the Triton function {module}:{qualname} must be defined at the "
+            f"kernel {kernel}: the function {module}:{qualname} must be defined at the "
             "top level of its module (compile workers import it by name)", kernel, "fn")
     file = _module_file(module)
     if file is None:
         raise InvalidArgument(
-            f"kernel {kernel}: cannot find the source of module '{module}' (the Triton function's "
+            f"kernel {kernel}: cannot find the source of module '{module}' (the kernel function's "
             "module must be a .py file on sys.path)", kernel, "fn")
     tree = _parse(file, kernel)
     found = _top_level(tree).get(qualname)
@@ -83,7 +90,7 @@ def read(module, qualname, kernel):
         raise InvalidArgument(
             f"kernel {kernel}: module '{module}' ({file}) defines no top-level function "
             f"'{qualname}'", kernel, "fn")
-    params = tuple((arg.arg, _is_constexpr(arg.annotation)) for arg in _arguments(found))
+    params = tuple((arg.arg, _parameter_kind(arg.annotation)) for arg in _arguments(found))
     text = _Collector(kernel).collect(module, file, tree, qualname)
     return FunctionSource(module, qualname, file, params, text)
 
@@ -93,15 +100,21 @@ def _arguments(function):
     return [*args.posonlyargs, *args.args, *args.kwonlyargs]
 
 
-def _is_constexpr(annotation):
-    """``tl.constexpr``, ``triton.language.constexpr``, ``constexpr`` or the string form."""
-    if annotation is None:
-        return False
+def _parameter_kind(annotation):
+    """"constexpr" for ``tl.constexpr``, ``triton.language.constexpr``, ``cutlass.Constexpr``
+    (and the bare or string forms), "stream" for ``cuda.CUstream``, else "runtime"."""
+    name = None
     if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
-        return annotation.value.split(".")[-1] == "constexpr"
-    if isinstance(annotation, ast.Attribute):
-        return annotation.attr == "constexpr"
-    return isinstance(annotation, ast.Name) and annotation.id == "constexpr"
+        name = annotation.value.split(".")[-1]
+    elif isinstance(annotation, ast.Attribute):
+        name = annotation.attr
+    elif isinstance(annotation, ast.Name):
+        name = annotation.id
+    elif isinstance(annotation, ast.Subscript):  # cutlass.Constexpr[int]
+        return _parameter_kind(annotation.value)
+    if name in ("constexpr", "Constexpr"):
+        return "constexpr"
+    return "stream" if name == "CUstream" else "runtime"
 
 
 def _parse(file, kernel):
@@ -227,7 +240,7 @@ class _Collector:
         text = ast.get_source_segment(source, node) or ast.dump(node)
         self.parts[(module, name)] = text
         if sum(len(t) for t in self.parts.values()) > _MAX_SOURCE_BYTES:
-            raise InvalidArgument(f"kernel {self.kernel}: the Triton function's sources exceed "
+            raise InvalidArgument(f"kernel {self.kernel}: the kernel function's sources exceed "
                                   f"{_MAX_SOURCE_BYTES} bytes", self.kernel, "fn")
         if isinstance(node, ast.ImportFrom):
             target = _resolve_relative(module, file, node.level, node.module or "")
