@@ -42,11 +42,14 @@ _HEADER = struct.Struct("<Q")
 _PID = struct.Struct("<q")
 _MAX_REPLY_BYTES = 1 << 30
 _START_SECONDS = 120.0  # the zygote's import of a compiler, and one fork
+# The worker's module is run from its file, not imported as part of the zerojit package: the
+# package's import (its extension, PyTorch's custom ops) is nothing a compiler needs.
 _BOOTSTRAP = (
     "import json, os, runpy, sys; "
     "sys.path[:0] = json.loads(os.environ.pop('ZEROJIT_WORKER_SYS_PATH', '[]')); "
-    "runpy.run_module('zerojit._compile_worker', run_name='__main__')"
+    "runpy.run_path(os.environ.pop('ZEROJIT_WORKER_MAIN'), run_name='__main__')"
 )
+_WORKER_MAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_compile_worker.py")
 
 
 class WorkerFailure(CompileError):
@@ -87,6 +90,9 @@ class _Zygote:
         environment["ZEROJIT_WORKER_SYS_PATH"] = json.dumps([p for p in sys.path if p])
         environment["ZEROJIT_WORKER_PRELOAD"] = json.dumps(preload)
         environment["ZEROJIT_WORKER_SCRATCH"] = self.scratch
+        environment["ZEROJIT_WORKER_MAIN"] = _WORKER_MAIN
+        # A kernel module that imports zerojit must not pull PyTorch into every worker.
+        environment["ZEROJIT_NO_TORCH"] = "1"
         self.stderr = open(os.path.join(self.scratch, "stderr"), "w+b")  # noqa: SIM115
         self.process = subprocess.Popen(
             [sys.executable, "-c", _BOOTSTRAP, "zygote", str(theirs.fileno())],
