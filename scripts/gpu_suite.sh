@@ -22,6 +22,11 @@ step() {  # step LIMIT LOG COMMAND...
     echo "=== exit $?"
   } >>"$log"
 }
+if [ -d "$stage/cute" ]; then  # the CuTeDSL tests' pack, references and runtime (stage_gpu.sh)
+  xz -dc "$stage/cute/libcute_dsl_runtime.so.xz" >"$stage/cute/libcute_dsl_runtime.so"
+  export ZEROJIT_CUTE_DSL_RUNTIME=$stage/cute/libcute_dsl_runtime.so
+  export ZEROJIT_TEST_CUTE_EXPORTS=$stage/cute
+fi
 if [ "$part" = languages ]; then
   nvidia-smi -L >"$out/languages.log" 2>&1
   python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)' \

@@ -1,7 +1,11 @@
 // The CUDA driver implementation of Backend.
 #include <string>
 
+#include <map>
+#include <mutex>
+
 #include "zerojit/backend.hpp"
+#include "zerojit/cutedsl_runtime.hpp"
 #include "zerojit/error.hpp"
 #include "zerojit/launch_record.hpp"
 
@@ -77,10 +81,8 @@ class CudaBackend final : public Backend {
 
   LoadedFunction load(const CompiledArtifact& artifact, std::string_view lowered_name,
                       int device) override {
-    if (artifact.language == Language::cutedsl) {
-      throw Error("kernel " + artifact.kernel_name + " [" + artifact.key_text +
-                  "]: a CuTeDSL entry is a host object, which the CUDA backend does not load");
-    }
+    if (artifact.language == Language::cutedsl)
+      return load_host_object(artifact, lowered_name, device);
     const cuda::DriverApi& api = cuda::driver();
     const cuda::ScopedDevice scope(device);  // the caller's thread keeps its context
     LoadedFunction loaded;
@@ -108,6 +110,39 @@ class CudaBackend final : public Backend {
 
   bool is_capturing(cuda::Stream stream) override { return cuda::stream_is_capturing(stream); }
 
+  void run_host(const LoadedFunction& function, void** args, std::size_t count) override {
+    cutedsl::check(cutedsl::runtime().run(reinterpret_cast<void*>(function.function), args, count),
+                   "CuteDSLRT_Function_Run");
+  }
+
+  // A CuTeDSL entry: its host object loaded by the CuTeDSL runtime, which loads the object's CUDA
+  // library as it does (the first load of an identity), its entry function resolved, which
+  // loads the CUDA module (CuteDSLRT_Module_Get_Function), with the device's context current.
+  // One module per identity for the process, shared by the devices.
+  LoadedFunction load_host_object(const CompiledArtifact& artifact, std::string_view entry,
+                                  int device) {
+    const cutedsl::RuntimeApi& runtime = cutedsl::runtime();
+    const cuda::ScopedDevice scope(device);
+    const std::string what = "kernel " + artifact.kernel_name + " [" + artifact.key_text + "]";
+    std::lock_guard lock(host_objects_mutex_);
+    void*& module = host_modules_[artifact.identity];
+    if (module == nullptr) {
+      cutedsl::check(runtime.create_module(
+                         &module, reinterpret_cast<const unsigned char*>(artifact.cubin.data()),
+                         artifact.cubin.size(), nullptr, 0),
+                     "loading the host object of " + what);
+    }
+    void* function = nullptr;
+    const std::string prefix(entry);
+    cutedsl::check(runtime.get_function(&function, module, prefix.c_str()),
+                   "resolving " + prefix + " of " + what);
+    LoadedFunction loaded;
+    loaded.function = reinterpret_cast<cuda::Function>(function);
+    loaded.module = reinterpret_cast<cuda::Module>(module);
+    loaded.device = device;
+    return loaded;
+  }
+
   void launch(const LoadedFunction& function, const LaunchGeometry& geometry,
               const KernelArgs& args, cuda::Stream stream) override {
     std::array<void*, kMaxKernelParams> pointers;
@@ -132,6 +167,10 @@ class CudaBackend final : public Backend {
                            geometry.shared_bytes, stream, pointers.data(), nullptr);
     if (result != cuda::kSuccess) cuda::check(result, "cuLaunchKernel");
   }
+
+ private:
+  std::mutex host_objects_mutex_;
+  std::map<ProgramIdentity, void*> host_modules_;  // loaded for the life of the process
 };
 
 }  // namespace

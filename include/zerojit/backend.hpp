@@ -11,6 +11,7 @@
 
 #include "zerojit/compiler.hpp"
 #include "zerojit/cuda.hpp"
+#include "zerojit/error.hpp"
 #include "zerojit/launch.hpp"
 
 namespace zerojit {
@@ -49,6 +50,12 @@ class Backend {
   // attributes.
   virtual void launch(const LoadedFunction& function, const LaunchGeometry& geometry,
                       const KernelArgs& args, cuda::Stream stream) = 0;
+  // Runs the host entry a language's compiler exported (a CuTeDSL kernel: it computes its grid
+  // and launches on the stream among its arguments) with its argument pointers, in order.
+  virtual void run_host(const LoadedFunction& function, void** args, std::size_t count) {
+    (void)function, (void)args, (void)count;
+    throw Error("the " + std::string(name()) + " backend runs no host functions");
+  }
 };
 
 // The CUDA driver backend (the default). Its methods throw UnavailableError without a driver.

@@ -314,6 +314,19 @@ class JitKernel : public KernelBase {
     launch_with_record(load_slow(key, target, descriptors), grid, args, target);  // a miss
   }
 
+  // A call of the host entry a language's compiler exported (a CuTeDSL kernel), with its
+  // argument pointers in order: a lock-free lookup on a hit, the one slow path on a miss.
+  void call_host(const Key& key, void** args, std::size_t count, LaunchTarget target,
+                 DescriptorText descriptors = {}) {
+    const LoadedFunction* function = executors_.find(key, target.device);
+    if (function == nullptr) {
+      function = &load_slow(key, target, descriptors);
+    } else {
+      stats_.hits.fetch_add(1, std::memory_order_relaxed);
+    }
+    Runtime::instance().backend().run_host(*function, args, count);
+  }
+
   // The loaded function of (key, device), or nullptr: a caller that looks it up once (the
   // Python call path) then launches with launch_recorded_on.
   const LoadedFunction* loaded_function(const Key& key, int device) const {

@@ -9,147 +9,17 @@
 #include <mutex>
 
 #include "bindings.hpp"
+#include "call_values.hpp"
 #include "exchange.hpp"
 #include "fast_call.hpp"
 #include "zerojit/launch_record.hpp"
-
-#define XXH_INLINE_ALL
-#include <xxhash.h>
 
 namespace py = pybind11;
 
 namespace zerojit::python {
 namespace {
 
-// Bounded: a workload of ever-new shapes (a sweep) starts over rather than growing for good.
-constexpr std::size_t kMemoLimit = 4096;
 constexpr const char* kCapsuleName = "zerojit.TritonLauncher";
-
-// One argument of a call, read once.
-struct CallValue {
-  enum class Kind : std::uint8_t { none, boolean, integer, floating, tensor };
-  Kind kind = Kind::none;
-  bool flag = false;
-  bool above_int64 = false;  // an integer in [2^63, 2^64): `unsigned_integer` holds it
-  std::int64_t integer = 0;
-  std::uint64_t unsigned_integer = 0;
-  double number = 0.0;
-  TensorRef tensor;
-};
-
-std::string type_name(PyObject* object) { return Py_TYPE(object)->tp_name; }
-
-bool is_numpy_bool(PyObject* object) {
-  const std::string_view type = Py_TYPE(object)->tp_name;
-  return type == "numpy.bool" || type == "numpy.bool_";
-}
-
-void read_integer(const FastCall& call, PyObject* object, std::string_view name, CallValue& out) {
-  out.kind = CallValue::Kind::integer;
-  int overflow = 0;
-  out.integer = PyLong_AsLongLongAndOverflow(object, &overflow);
-  if (out.integer == -1 && PyErr_Occurred()) {
-    PyErr_Clear();
-    call.fail(name, "must be an integer, got " + type_name(object));
-  }
-  if (overflow == 0) return;
-  if (overflow > 0) {
-    out.unsigned_integer = PyLong_AsUnsignedLongLong(object);
-    if (!PyErr_Occurred()) {
-      out.above_int64 = true;
-      return;
-    }
-    PyErr_Clear();
-  }
-  call.fail(name, "is an integer outside [-2^63, 2^64), which no kernel parameter holds");
-}
-
-// Python ints, floats, bools and None (and numpy's scalars), else a tensor of any DLPack
-// producer.
-CallValue read_value(FastCall& call, PyObject* object, std::string_view name) {
-  CallValue value;
-  if (object == Py_None) return value;
-  if (PyBool_Check(object) || is_numpy_bool(object)) {
-    const int truth = PyObject_IsTrue(object);
-    if (truth < 0) {
-      PyErr_Clear();
-      call.fail(name, "must be True or False");
-    }
-    value.kind = CallValue::Kind::boolean;
-    value.flag = truth != 0;
-    return value;
-  }
-  if (PyLong_Check(object)) {
-    read_integer(call, object, name, value);
-    return value;
-  }
-  if (PyFloat_Check(object)) {
-    value.kind = CallValue::Kind::floating;
-    value.number = PyFloat_AS_DOUBLE(object);
-    return value;
-  }
-  if (exchange_api_of(object) != nullptr || PyObject_HasAttrString(object, "__dlpack__")) {
-    value.kind = CallValue::Kind::tensor;
-    value.tensor = call.tensor(object, name);
-    return value;
-  }
-  if (PyIndex_Check(object)) {  // numpy integers
-    PyObject* index = PyNumber_Index(object);
-    if (index == nullptr) {
-      PyErr_Clear();
-      call.fail(name, "must be an integer, got " + type_name(object));
-    }
-    read_integer(call, index, name, value);
-    Py_DECREF(index);
-    return value;
-  }
-  const double number = PyFloat_AsDouble(object);  // numpy floats, through __float__
-  if (number == -1.0 && PyErr_Occurred()) {
-    PyErr_Clear();
-    call.fail(name, "must be a tensor (a DLPack producer), an int, a float, a bool or None, got " +
-                        type_name(object));
-  }
-  value.kind = CallValue::Kind::floating;
-  value.number = number;
-  return value;
-}
-
-// What dispatch and grid may depend on, as words: a memo hit means they would see the same.
-void add_fingerprint(const CallValue& value, std::vector<std::uint64_t>& words) {
-  words.push_back(static_cast<std::uint64_t>(value.kind));
-  switch (value.kind) {
-    case CallValue::Kind::none:
-      return;
-    case CallValue::Kind::boolean:
-      words.push_back(value.flag ? 1 : 0);
-      return;
-    case CallValue::Kind::integer:
-      words.push_back(value.above_int64 ? value.unsigned_integer
-                                        : static_cast<std::uint64_t>(value.integer));
-      words.push_back(value.above_int64 ? 1 : 0);
-      return;
-    case CallValue::Kind::floating:
-      words.push_back(std::bit_cast<std::uint64_t>(value.number));
-      return;
-    case CallValue::Kind::tensor: {
-      const TensorDesc& desc = value.tensor.desc;
-      words.push_back(static_cast<std::uint64_t>(desc.dtype));
-      words.push_back(static_cast<std::uint64_t>(desc.device.kind) << 32 |
-                      static_cast<std::uint32_t>(desc.device.ordinal));
-      words.push_back(static_cast<std::uint64_t>(desc.ndim));
-      for (int d = 0; d < desc.ndim; ++d) {
-        words.push_back(static_cast<std::uint64_t>(desc.size(d)));
-        words.push_back(static_cast<std::uint64_t>(desc.stride(d)));
-      }
-      words.push_back(static_cast<std::uint64_t>(desc.alignment));
-      return;
-    }
-  }
-}
-
-std::string integer_text(const CallValue& value) {
-  return value.above_int64 ? std::to_string(value.unsigned_integer) : std::to_string(value.integer);
-}
 
 // Whether an integer fits a Triton integer type.
 bool fits(const CallValue& value, std::string_view type) {
@@ -195,22 +65,6 @@ void push_floating(double number, std::string_view type, KernelArgs& args) {
     PyFloat_Pack2(number, reinterpret_cast<char*>(&half), 1);
     args.push(half);
   }
-}
-
-std::string kind_name(CallValue::Kind kind) {
-  switch (kind) {
-    case CallValue::Kind::none:
-      return "None";
-    case CallValue::Kind::boolean:
-      return "a bool";
-    case CallValue::Kind::integer:
-      return "an int";
-    case CallValue::Kind::floating:
-      return "a float";
-    case CallValue::Kind::tensor:
-      return "a tensor";
-  }
-  return "?";
 }
 
 }  // namespace
@@ -277,15 +131,15 @@ void TritonLauncher::set_spec(std::int64_t slot, std::vector<TritonArgument> arg
   specs_[static_cast<std::size_t>(slot)] = std::move(arguments);
 }
 
-const TritonLauncher::Resolved& TritonLauncher::resolve(
-    PyObject* const* args, Py_ssize_t count, const std::vector<std::uint64_t>& fingerprint,
-    std::uint64_t hash) {
+const CallMemo::Entry& TritonLauncher::resolve(PyObject* const* args, Py_ssize_t count,
+                                               const std::vector<std::uint64_t>& fingerprint,
+                                               std::uint64_t hash) {
   py::tuple arguments(count);
   for (Py_ssize_t i = 0; i < count; ++i) arguments[i] = py::reinterpret_borrow<py::object>(args[i]);
   py::object result =
       py::reinterpret_steal<py::object>(PyObject_CallOneArg(resolve_, arguments.ptr()));
   if (!result) throw py::error_already_set();
-  Resolved resolved;
+  CallMemo::Entry resolved;
   resolved.fingerprint = fingerprint;
   const auto pair = result.cast<std::pair<std::int64_t, py::tuple>>();
   resolved.slot = pair.first;
@@ -308,14 +162,7 @@ const TritonLauncher::Resolved& TritonLauncher::resolve(
     throw Error("kernel " + kernel_.name() + ": resolve gave slot " +
                 std::to_string(resolved.slot) + ", which has no specialization");
   }
-  if (memo_size_ >= kMemoLimit) {
-    memo_.clear();
-    memo_size_ = 0;
-  }
-  auto& bucket = memo_[hash];
-  bucket.push_back(std::move(resolved));
-  ++memo_size_;
-  return bucket.back();
+  return memo_.insert(std::move(resolved), hash);
 }
 
 PyObject* TritonLauncher::call(PyObject* const* args, Py_ssize_t count, PyObject* stream) {
@@ -336,14 +183,8 @@ PyObject* TritonLauncher::call(PyObject* const* args, Py_ssize_t count, PyObject
     values[i] = read_value(call, args[i], names_[i]);
     if (memoized_[i]) add_fingerprint(values[i], fingerprint);
   }
-  const std::uint64_t hash =
-      XXH3_64bits(fingerprint.data(), fingerprint.size() * sizeof(std::uint64_t));
-  const Resolved* resolved = nullptr;
-  if (auto bucket = memo_.find(hash); bucket != memo_.end()) {
-    for (const Resolved& candidate : bucket->second) {
-      if (candidate.fingerprint == fingerprint) resolved = &candidate;
-    }
-  }
+  const std::uint64_t hash = CallMemo::hash(fingerprint);
+  const CallMemo::Entry* resolved = memo_.find(fingerprint, hash);
   if (resolved == nullptr) resolved = &resolve(args, count, fingerprint, hash);
   const std::int64_t slot = resolved->slot;
   const Dim3 grid = resolved->grid;
@@ -351,16 +192,7 @@ PyObject* TritonLauncher::call(PyObject* const* args, Py_ssize_t count, PyObject
   const std::vector<TritonArgument>& spec = specs_[static_cast<std::size_t>(slot)];
   KernelArgs packed;
   std::optional<Device> device;
-  auto describe = [&] {
-    std::string text;
-    for (std::size_t i = 0; i < names_.size(); ++i) {
-      text += (text.empty() ? "" : ", ") + names_[i] + ": " +
-              (values[i].kind == CallValue::Kind::tensor    ? to_string(values[i].tensor.desc)
-               : values[i].kind == CallValue::Kind::integer ? integer_text(values[i])
-                                                            : kind_name(values[i].kind));
-    }
-    return text;
-  };
+  auto describe = [&] { return describe_values(names_, values); };
   auto refuse = [&](const TritonArgument& argument, const std::string& detail) {
     kernel_.refuse_specialization(kernel_.slot_text(slot), argument.name, detail, describe());
   };

@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "call_values.hpp"
 #include "py_kernel.hpp"
 
 namespace zerojit::python {
@@ -55,21 +56,15 @@ class TritonLauncher {
   void forget_memo() { memo_.clear(); }
 
  private:
-  struct Resolved {
-    std::vector<std::uint64_t> fingerprint;
-    std::int64_t slot = -1;
-    Dim3 grid;
-  };
-  const Resolved& resolve(PyObject* const* args, Py_ssize_t count,
-                          const std::vector<std::uint64_t>& fingerprint, std::uint64_t hash);
+  const CallMemo::Entry& resolve(PyObject* const* args, Py_ssize_t count,
+                                 const std::vector<std::uint64_t>& fingerprint, std::uint64_t hash);
 
   DynamicKernel& kernel_;
   std::vector<std::string> names_;
   std::vector<bool> memoized_;
   PyObject* resolve_;                               // a strong reference
   std::vector<std::vector<TritonArgument>> specs_;  // by slot
-  std::unordered_map<std::uint64_t, std::vector<Resolved>> memo_;
-  std::size_t memo_size_ = 0;
+  CallMemo memo_;
 };
 
 }  // namespace zerojit::python

@@ -11,12 +11,9 @@ import importlib.util
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import textwrap
-import time
 import unittest
 
 import zerojit
@@ -24,6 +21,7 @@ import zerojit
 TESTS = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, TESTS)
 
+import lang_support  # noqa: E402
 import triton_test_owners as owners  # noqa: E402
 from fake_dlpack import KDL_CUDA, KDL_FLOAT, KDL_INT, VersionedProducer  # noqa: E402
 
@@ -50,35 +48,11 @@ KEYS = sum(len(keys) for keys in MANIFEST.values())
 
 
 def run_python(code, env=None, timeout=900):
-    """`code` in a fresh interpreter that imports zerojit and the test kernels; its result is the
-    JSON document it prints last."""
-    environment = dict(os.environ)
-    environment["PYTHONPATH"] = os.pathsep.join(
-        [TESTS, *[p for p in environment.get("PYTHONPATH", "").split(os.pathsep) if p]])
-    environment.update(env or {})
-    prelude = "import json, sys, zerojit, triton_test_owners as owners\n"
-    done = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)],
-                          capture_output=True, text=True, timeout=timeout, env=environment)
-    if done.returncode != 0:
-        raise AssertionError(f"subprocess failed ({done.returncode}):\n{done.stdout}\n"
-                             f"{done.stderr}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-WARMUP = """
-owners.register_all()
-report = zerojit.warmup_kernels(cache_dir=CACHE, compile_only=True, arch=ARCH, jobs=JOBS)
-compiled = sum(k["compiles"] for k in
-               (zerojit.monitor.counters()[n] for n in OWNER_NAMES))
-print(json.dumps({"totals": report["totals"], "compiles": compiled,
-                  "triton_imported": sys.modules.get("triton") is not None}))
-"""
+    return lang_support.run_python("triton_test_owners", code, env, timeout)
 
 
 def warmup_code(cache, arch, jobs=2, prelude=""):
-    names = [kernel.name for kernel in owners.KERNELS]
-    return (prelude + f"CACHE, ARCH, JOBS, OWNER_NAMES = {cache!r}, {arch!r}, {jobs}, {names!r}\n"
-            + WARMUP)
+    return lang_support.warmup_code("triton", cache, arch, jobs, prelude)
 
 
 @NEEDS_TRITON
@@ -187,7 +161,7 @@ class CompileOnlyWarmup(unittest.TestCase):
                 self.assertEqual(warm["totals"]["from_disk"], KEYS, arch)
                 self.assertEqual(warm["compiles"], 0, arch)
                 # Serving from disk never imports Triton (the owners name their functions).
-                self.assertFalse(warm["triton_imported"], arch)
+                self.assertFalse(warm["compiler_imported"], arch)
             entries = run_python(f"""
                 print(json.dumps(zerojit.cache.ls({cache!r})))
             """)
@@ -198,9 +172,7 @@ class CompileOnlyWarmup(unittest.TestCase):
 
     def test_eight_processes_on_a_cold_cache_compile_each_key_once(self):
         with tempfile.TemporaryDirectory() as cache:
-            environment = dict(os.environ)
-            environment["PYTHONPATH"] = os.pathsep.join(
-                [TESTS, *[p for p in environment.get("PYTHONPATH", "").split(os.pathsep) if p]])
+            environment = lang_support.environment()
             code = "import json, sys, zerojit, triton_test_owners as owners\n" + warmup_code(
                 cache, "sm_90a", jobs=1)
             processes = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
@@ -236,7 +208,7 @@ sys.modules["triton"] = None
             self.assertEqual(served["totals"]["failed"], 0)
             self.assertEqual(served["totals"]["from_disk"], KEYS)
             self.assertEqual(served["compiles"], 0)
-            self.assertFalse(served["triton_imported"])
+            self.assertFalse(served["compiler_imported"])
 
     def test_without_triton_and_without_a_pack_the_key_fails_naming_triton(self):
         with tempfile.TemporaryDirectory() as root:
@@ -254,30 +226,12 @@ print(json.dumps(report["keys"]))
                  "(scripts/setup.sh installs it)")
 class RedisTier(unittest.TestCase):
     def test_a_second_host_takes_the_triton_entries_from_redis_and_compiles_nothing(self):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
-                                   "--save", "", "--appendonly", "no"],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                    break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.1)
+        with lang_support.redis_server() as port:
             remote = {"ZEROJIT_REMOTE_CACHE": f"redis://127.0.0.1:{port}/0"}
             with tempfile.TemporaryDirectory() as first, tempfile.TemporaryDirectory() as second:
                 built = run_python(warmup_code(first, "sm_90a"), env=remote)
                 self.assertEqual(built["compiles"], KEYS)
                 fetched = run_python(warmup_code(second, "sm_90a"), env=remote)
-        finally:
-            server.kill()
-            server.wait()
         self.assertEqual(fetched["totals"]["failed"], 0)
         self.assertEqual(fetched["compiles"], 0)
         self.assertEqual(fetched["totals"]["from_disk"], KEYS)
@@ -521,12 +475,8 @@ class Tool(unittest.TestCase):
     """`python -m zerojit ... --module M`: the tool over the kernels a module registers."""
 
     def tool(self, *arguments, env=None):
-        environment = dict(os.environ)
-        environment["PYTHONPATH"] = os.pathsep.join(
-            [TESTS, *[p for p in environment.get("PYTHONPATH", "").split(os.pathsep) if p]])
-        environment.update(env or {})
         return subprocess.run([sys.executable, "-m", "zerojit", *arguments], capture_output=True,
-                              text=True, timeout=900, env=environment)
+                              text=True, timeout=900, env=lang_support.environment(env))
 
     def test_keys_and_a_compile_only_pack_for_sm100a(self):
         keys = self.tool("keys", "--module", "triton_registered", "--json")

@@ -41,6 +41,7 @@ from ._warmup import (
 from . import hooks
 from .kernels import DType, Kernel, Launch, Program, TensorDesc
 from .triton_kernels import TritonKernel, TritonProgram
+from .cute_kernels import CuteKernel, CuteProgram, CuteTensor
 from .spaces import Space, next_power_of_two
 from .torch_kernels import torch_op
 from .dsv4 import (
@@ -113,6 +114,9 @@ __all__ = [
     "TensorDesc",
     "TritonKernel",
     "TritonProgram",
+    "CuteKernel",
+    "CuteProgram",
+    "CuteTensor",
     "cache",
     "clear_registrations",
     "hooks",

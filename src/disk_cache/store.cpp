@@ -273,6 +273,15 @@ std::optional<CompiledArtifact> DiskCache::find(const ProgramIdentity& identity)
                            read.decoded.detail + " (a writer or evicter that is stopped?)");
       break;
     }
+    if (read.decoded.ok() && s.shared && read.decoded.artifact->language == Language::cutedsl) {
+      // Host code (an exported CuTeDSL object) from a root others may write would run their
+      // code: never loaded from one (docs/CACHE.md, "Host code").
+      s.warn("not loading " + read.decoded.artifact->kernel_name + " [" +
+             read.decoded.artifact->key_text + "] from " + s.layers[i].path +
+             ": it is host code, and this cache accepts roots others can write (" +
+             kAllowSharedVariable + ")");
+      continue;
+    }
     if (read.decoded.ok()) {
       s.hits.fetch_add(1, std::memory_order_relaxed);
       // A root written before versions were recorded learns its version from its entries.

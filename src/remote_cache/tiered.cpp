@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 
+#include "environment.hpp"
 #include "zerojit/disk_cache.hpp"
 #include "zerojit/error.hpp"
 #include "zerojit/log.hpp"
@@ -24,6 +25,12 @@ struct TieredStore::Pending {
 };
 
 namespace {
+
+// An exported CuTeDSL object is host machine code: loading one is running it. Redis is a shared
+// store that any host of the fleet (or anyone who can reach the server) may write, so such
+// entries are neither taken from it nor put in it unless the deployment says it trusts it
+// (docs/CACHE.md, "Host code").
+bool host_code_allowed() { return detail::environment_flag("ZEROJIT_REMOTE_CACHE_HOST_CODE"); }
 
 class TieredGuard final : public CompileGuard {
  public:
@@ -81,6 +88,15 @@ std::optional<CompiledArtifact> TieredStore::find(const ProgramIdentity& identit
     it->second.asked = true;
   }
   RemoteCache::Obtained obtained = remote_->obtain(identity);
+  if (obtained.artifact && obtained.artifact->language == Language::cutedsl &&
+      !host_code_allowed()) {
+    log_warning("cache", "not loading " + obtained.artifact->kernel_name + " [" +
+                             obtained.artifact->key_text +
+                             "] from the remote cache: it is host code (a CuTeDSL object), "
+                             "which is taken from Redis only with "
+                             "ZEROJIT_REMOTE_CACHE_HOST_CODE=1; compiling it here");
+    return std::nullopt;
+  }
   if (obtained.artifact) {
     // Verified by obtain; kept on disk so that this host asks Redis for it once.
     if (local_) local_->publish(*obtained.artifact);
@@ -96,7 +112,13 @@ std::optional<CompiledArtifact> TieredStore::find(const ProgramIdentity& identit
 
 void TieredStore::publish(const CompiledArtifact& artifact) noexcept {
   if (local_) local_->publish(artifact);
-  remote_->store(artifact);
+  bool host_code = false;
+  try {
+    host_code = artifact.language == Language::cutedsl && !host_code_allowed();
+  } catch (...) {
+    host_code = true;  // in doubt, host code stays local
+  }
+  if (!host_code) remote_->store(artifact);
 }
 
 std::unique_ptr<CompileGuard> TieredStore::lock(const ProgramIdentity& identity) {

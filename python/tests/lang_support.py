@@ -1,0 +1,76 @@
+"""What the kernel-language tests share: a fresh interpreter that imports zerojit and a test
+kernels' owner module, and the compile-only warmup run in one, reporting its totals, the compiles
+the owners counted and whether the compiler was imported."""
+
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+
+
+def environment(env=None):
+    """This environment with the tests' folder first on PYTHONPATH, and `env` on top."""
+    out = dict(os.environ)
+    out["PYTHONPATH"] = os.pathsep.join(
+        [TESTS, *[p for p in out.get("PYTHONPATH", "").split(os.pathsep) if p]])
+    out.update(env or {})
+    return out
+
+
+def run_python(owners, code, env=None, timeout=900):
+    """`code` in a fresh interpreter where `owners` (a module name) is imported as `owners`; its
+    result is the JSON document it prints last."""
+    prelude = f"import json, sys, zerojit, {owners} as owners\n"
+    done = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)],
+                          capture_output=True, text=True, timeout=timeout,
+                          env=environment(env))
+    if done.returncode != 0:
+        raise AssertionError(f"subprocess failed ({done.returncode}):\n{done.stdout}\n"
+                             f"{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+WARMUP = """
+owners.register_all()
+report = zerojit.warmup_kernels(cache_dir=CACHE, compile_only=True, arch=ARCH, jobs=JOBS)
+compiled = sum(zerojit.monitor.counters()[k.name]["compiles"] for k in owners.KERNELS)
+print(json.dumps({"totals": report["totals"], "compiles": compiled, "keys": report["keys"],
+                  "compiler_imported": sys.modules.get(COMPILER) is not None}))
+"""
+
+
+def warmup_code(compiler, cache, arch, jobs=2, prelude=""):
+    """A compile-only warmup of every kernel of `owners` into `cache`, for run_python."""
+    return (prelude + f"CACHE, ARCH, JOBS, COMPILER = {cache!r}, {arch!r}, {jobs}, "
+            f"{compiler!r}\n" + WARMUP)
+
+
+@contextlib.contextmanager
+def redis_server():
+    """A redis-server on a free loopback port for the duration (its port), stopped after."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+                               "--save", "", "--appendonly", "no"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        yield port
+    finally:
+        server.kill()
+        server.wait()
