@@ -2,7 +2,8 @@
 #   lib/cmake/zerojit/   zerojitConfig.cmake, its version file, the exported targets
 #                        (zerojit::zerojit, and where built zerojit::dsv4, zerojit::cli,
 #                        zerojit::tool) and zerojit_embed() with its generator script
-#   include/zerojit/     the core's headers (and tool.hpp with the tool library)
+#   include/zerojit/     the core's headers (and tool.hpp with the tool library), and device/
+#                        (the headers a kernel includes: types.cuh, numerics.cuh, ...)
 #   include/zerojit/kernels/dsv4/   the DSv4 family's headers, included as "dsv4/..."
 #   lib/pkgconfig/zerojit.pc        the core, for builds without CMake
 # Included from the top-level CMakeLists.txt when ZEROJIT_INSTALL is on.
@@ -43,9 +44,11 @@ install(TARGETS ${zerojit_installed_targets} EXPORT zerojitTargets
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT zerojitTargets NAMESPACE zerojit:: DESTINATION ${ZEROJIT_INSTALL_CMAKEDIR})
 
+set(ZEROJIT_INSTALL_DEVICE_DIR ${CMAKE_INSTALL_INCLUDEDIR}/zerojit/device)
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/zerojitConfig.cmake.in
                               ${PROJECT_BINARY_DIR}/zerojitConfig.cmake
-                              INSTALL_DESTINATION ${ZEROJIT_INSTALL_CMAKEDIR})
+                              INSTALL_DESTINATION ${ZEROJIT_INSTALL_CMAKEDIR}
+                              PATH_VARS ZEROJIT_INSTALL_DEVICE_DIR)
 # 0.x: a minor version may change the API, so only the same minor version is compatible.
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/zerojitConfigVersion.cmake
                                  COMPATIBILITY SameMinorVersion)
