@@ -2,8 +2,9 @@
 #   lib/cmake/zerojit/   zerojitConfig.cmake, its version file, the exported targets
 #                        (zerojit::zerojit, and where built zerojit::dsv4, zerojit::cli,
 #                        zerojit::tool) and zerojit_embed() with its generator script
-#   include/zerojit/     the core's headers (and tool.hpp with the tool library), and device/
-#                        (the headers a kernel includes: types.cuh, numerics.cuh, ...)
+#   include/zerojit/     the core's headers (and tool.hpp with the tool library), testing.hpp
+#                        (device buffers and comparisons for a project's GPU checks), and
+#                        device/ (the headers a kernel includes: types.cuh, numerics.cuh, ...)
 #   include/zerojit/kernels/dsv4/   the DSv4 family's headers, included as "dsv4/..."
 #   lib/pkgconfig/zerojit.pc        the core, for builds without CMake
 # Included from the top-level CMakeLists.txt when ZEROJIT_INSTALL is on.
