@@ -8,8 +8,8 @@
 # (the module and the `zerojit` program: their glibc symbol versions and the libraries they
 # need), and those are what BUILD_DIR built with the same CMakeLists.txt, the same options
 # (the glibc floor, the static C++ runtime) and the same compiler. So the module and the tool of
-# BUILD_DIR are packed into a wheel laid out as pip's is (the package, the program among the
-# scripts), and that wheel is judged. The second builds the real wheel, for a release.
+# BUILD_DIR are packed into a wheel laid out as pip's is (the package, and the program among the
+# scripts, where pip is asked to build it: pyproject.toml), and that wheel is judged. The second builds the real wheel, for a release.
 # Exit 0: compatible with manylinux_2_28 or an older policy; 1: not, with auditwheel's report;
 # 77: cannot check here (no Python package in BUILD_DIR, or auditwheel cannot be installed).
 set -euo pipefail

@@ -1,5 +1,6 @@
 """``python -m zerojit ...``: the zerojit command-line tool (the ``zerojit`` executable pip
-installs next to the interpreter's scripts), with the same arguments."""
+installs next to the interpreter's scripts when asked to build it: pyproject.toml), with the
+same arguments."""
 
 import os
 import shutil
@@ -25,7 +26,9 @@ def main(argv=None):
     if tool is None:
         sys.stderr.write(
             "zerojit: the command-line tool is not installed (pip installs it as the `zerojit` "
-            "script; a CMake build has it at <build>/tools/zerojit/zerojit; or set ZEROJIT_TOOL)\n")
+            "script with `pip install . -Ccmake.define.ZEROJIT_BUILD_CLI=ON "
+            "-Ccmake.define.ZEROJIT_BUILD_TOOL=ON`; a CMake build has it at "
+            "<build>/tools/zerojit; or set ZEROJIT_TOOL)\n")
         return 2
     os.execv(tool, [tool, *argv])
     return 0  # not reached
