@@ -51,23 +51,51 @@ inline std::string gpu_unavailable_reason() {
   return {};
 }
 
-// Device memory on one GPU, freed when the buffer goes. Every driver call is checked: a failure
-// throws CudaError naming the call. Each operation makes the buffer's device current for its
-// duration only (cuda::ScopedDevice), so buffers on several devices can be used from one thread.
+// The device whose primary context is current on the calling thread (what a launch without an
+// explicit device uses); when no context is current, device 0's is made current. Throws
+// std::runtime_error for a context that is no device's primary context (pass the device then).
+inline int current_device() {
+  cuda::Context current = nullptr;
+  cuda::check(cuda::driver().cuCtxGetCurrent(&current), "cuCtxGetCurrent");
+  if (current == nullptr) {
+    cuda::make_device_current(0);
+    return 0;
+  }
+  for (int ordinal = 0; ordinal < cuda::device_count(); ++ordinal) {
+    cuda::DeviceHandle device = 0;
+    cuda::check(cuda::driver().cuDeviceGet(&device, ordinal), "cuDeviceGet");
+    cuda::Context primary = nullptr;
+    cuda::check(cuda::driver().cuDevicePrimaryCtxRetain(&primary, device),
+                "cuDevicePrimaryCtxRetain");
+    cuda::driver().cuDevicePrimaryCtxRelease(device);  // only looked at
+    if (primary == current) return ordinal;
+  }
+  throw std::runtime_error(
+      "the current CUDA context is no device's primary context: name the device");
+}
+
+// What the device argument of DeviceBuffer and Stream means by default.
+inline constexpr int kCurrentDevice = -1;
+
+// Device memory on one GPU (by default the current one: current_device()), freed when the
+// buffer goes. Every driver call is checked: a failure throws CudaError naming the call. Each
+// operation makes the buffer's device current for its duration only (cuda::ScopedDevice), so
+// buffers on several devices can be used from one thread.
 class DeviceBuffer {
  public:
-  explicit DeviceBuffer(std::size_t bytes, int device = 0) : bytes_(bytes), device_(device) {
+  explicit DeviceBuffer(std::size_t bytes, int device = kCurrentDevice)
+      : bytes_(bytes), device_(device < 0 ? current_device() : device) {
     const cuda::ScopedDevice scope(device_);
     cuda::check(cuda::driver().cuMemAlloc(&pointer_, bytes == 0 ? 1 : bytes), "cuMemAlloc");
   }
   // A buffer holding a copy of `host`.
   template <class T>
-  explicit DeviceBuffer(std::span<const T> host, int device = 0)
+  explicit DeviceBuffer(std::span<const T> host, int device = kCurrentDevice)
       : DeviceBuffer(host.size_bytes(), device) {
     upload(host);
   }
   template <class T>
-  explicit DeviceBuffer(const std::vector<T>& host, int device = 0)
+  explicit DeviceBuffer(const std::vector<T>& host, int device = kCurrentDevice)
       : DeviceBuffer(std::span<const T>(host), device) {}
 
   ~DeviceBuffer() {
@@ -153,11 +181,11 @@ class DeviceBuffer {
   int device_;
 };
 
-// A stream on one device's primary context (non-blocking: it does not wait for the legacy
-// default stream), destroyed when it goes.
+// A stream on one device's primary context (by default the current device's; non-blocking: it
+// does not wait for the legacy default stream), destroyed when it goes.
 class Stream {
  public:
-  explicit Stream(int device = 0) : device_(device) {
+  explicit Stream(int device = kCurrentDevice) : device_(device < 0 ? current_device() : device) {
     const cuda::ScopedDevice scope(device_);
     cuda::check(cuda::driver().cuStreamCreate(&stream_, cuda::kStreamNonBlocking),
                 "cuStreamCreate");
