@@ -93,10 +93,14 @@ run_consumer() {  # the consumer's build folder
     echo "axpy-tool run --help speaks of zerojit's own kernels" >&2
     exit 1
   fi
-  say "axpy-tool run (dispatch only without a GPU)"
-  "$1/axpy-tool" run --steps 50 --dispatch-only --json >"$1/run.json"
+  say "axpy-tool run (on each GPU; through dispatch without one)"
+  "$1/axpy-tool" run --steps 50 --json >"$1/run.json"
   grep -q '"ok": *true' "$1/run.json"
-  grep -q '"calls": *50' "$1/run.json"
+  # 50 calls a device, or 50 through dispatch.
+  grep -Eq '"calls": *[1-9][0-9]*0,' "$1/run.json"
+  "$1/axpy-tool" run --steps 50 --dispatch-only --json >"$1/run.json"
+  grep -q '"mode": *"dispatch-only"' "$1/run.json"
+  grep -q '"calls": *50,' "$1/run.json"
   say "axpy-tool run: a battery outside the manifest fails, though its key is on disk"
   # Length 1023 is the unrolled-by-1 key: put it on disk, then run a configuration that warms
   # only length 1024. Nothing compiles or loads without a GPU, so only the manifest check sees it.
