@@ -2,7 +2,9 @@
 #   lib/cmake/zerojit/   zerojitConfig.cmake, its version file, the exported targets
 #                        (zerojit::zerojit, and where built zerojit::dsv4, zerojit::cli,
 #                        zerojit::tool) and zerojit_embed() with its generator script
-#   include/zerojit/     the core's headers (and tool.hpp with the tool library)
+#   include/zerojit/     the core's headers (and tool.hpp with the tool library), testing.hpp
+#                        (device buffers and comparisons for a project's GPU checks), and
+#                        device/ (the headers a kernel includes: types.cuh, numerics.cuh, ...)
 #   include/zerojit/kernels/dsv4/   the DSv4 family's headers, included as "dsv4/..."
 #   lib/pkgconfig/zerojit.pc        the core, for builds without CMake
 # Included from the top-level CMakeLists.txt when ZEROJIT_INSTALL is on.
@@ -43,9 +45,11 @@ install(TARGETS ${zerojit_installed_targets} EXPORT zerojitTargets
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT zerojitTargets NAMESPACE zerojit:: DESTINATION ${ZEROJIT_INSTALL_CMAKEDIR})
 
+set(ZEROJIT_INSTALL_DEVICE_DIR ${CMAKE_INSTALL_INCLUDEDIR}/zerojit/device)
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/zerojitConfig.cmake.in
                               ${PROJECT_BINARY_DIR}/zerojitConfig.cmake
-                              INSTALL_DESTINATION ${ZEROJIT_INSTALL_CMAKEDIR})
+                              INSTALL_DESTINATION ${ZEROJIT_INSTALL_CMAKEDIR}
+                              PATH_VARS ZEROJIT_INSTALL_DEVICE_DIR)
 # 0.x: a minor version may change the API, so only the same minor version is compatible.
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/zerojitConfigVersion.cmake
                                  COMPATIBILITY SameMinorVersion)
@@ -63,5 +67,23 @@ else()
   set(ZEROJIT_PC_LIBS "-L\${libdir} -lzerojit")
   set(ZEROJIT_PC_LIBS_PRIVATE "-pthread -l${CMAKE_DL_LIBS}")
 endif()
+# The prefix is found from where the file lies (${pcfiledir}), not fixed at configure time, so
+# that `cmake --install --prefix X` (or DESTDIR, or moving the tree) leaves a file that points at
+# X. An absolute libdir or includedir stays absolute.
+set(ZEROJIT_PC_DIR ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+if(IS_ABSOLUTE "${ZEROJIT_PC_DIR}")
+  set(ZEROJIT_PC_PREFIX "${CMAKE_INSTALL_PREFIX}")
+else()
+  file(RELATIVE_PATH zerojit_pc_up /${ZEROJIT_PC_DIR} /)
+  string(REGEX REPLACE "/$" "" zerojit_pc_up "${zerojit_pc_up}")
+  set(ZEROJIT_PC_PREFIX "\${pcfiledir}/${zerojit_pc_up}")
+endif()
+foreach(kind IN ITEMS LIBDIR INCLUDEDIR)
+  if(IS_ABSOLUTE "${CMAKE_INSTALL_${kind}}")
+    set(ZEROJIT_PC_${kind} "${CMAKE_INSTALL_${kind}}")
+  else()
+    set(ZEROJIT_PC_${kind} "\${prefix}/${CMAKE_INSTALL_${kind}}")
+  endif()
+endforeach()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/zerojit.pc.in ${PROJECT_BINARY_DIR}/zerojit.pc @ONLY)
-install(FILES ${PROJECT_BINARY_DIR}/zerojit.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+install(FILES ${PROJECT_BINARY_DIR}/zerojit.pc DESTINATION ${ZEROJIT_PC_DIR})

@@ -12,6 +12,7 @@ namespace {
 struct LogState {
   std::mutex mutex;
   LogHandler handler;
+  std::string source = "zerojit";  // what the default handler starts each line with
   std::atomic<LogLevel> level{LogLevel::info};
 
   LogState() {
@@ -33,8 +34,8 @@ LogState& state() {
   return instance;
 }
 
-void write_to_standard_error(const LogRecord& record) {
-  std::string line = "zerojit";
+void write_to_standard_error(const std::string& source, const LogRecord& record) {
+  std::string line = source;
   if (!record.component.empty()) {
     line += ' ';
     line += record.component;
@@ -85,6 +86,12 @@ void set_log_handler(LogHandler handler) {
   s.handler = std::move(handler);
 }
 
+void set_log_source(std::string_view name) {
+  LogState& s = state();
+  std::lock_guard lock(s.mutex);
+  s.source = name.empty() ? "zerojit" : std::string(name);
+}
+
 void set_log_level(LogLevel level) { state().level.store(level, std::memory_order_relaxed); }
 
 LogLevel log_level() { return state().level.load(std::memory_order_relaxed); }
@@ -93,15 +100,17 @@ void log(LogLevel level, std::string_view component, std::string_view message) {
   LogState& s = state();
   if (level == LogLevel::off || level < s.level.load(std::memory_order_relaxed)) return;
   LogHandler handler;
+  std::string source;
   {
     std::lock_guard lock(s.mutex);
     handler = s.handler;
+    if (!handler) source = s.source;
   }
   const LogRecord record{level, component, message};
   if (handler) {
     handler(record);
   } else {
-    write_to_standard_error(record);
+    write_to_standard_error(source, record);
   }
 }
 

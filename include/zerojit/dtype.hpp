@@ -37,7 +37,7 @@ std::optional<DType> parse_dtype(std::string_view name);
 int dtype_size_bytes(DType dtype);
 
 // The type a kernel template sees for this dtype, e.g. "float" or "zj::bf16_t" (see
-// kernels/device/numerics.cuh).
+// zerojit/device/types.cuh, installed for kernels to include).
 std::string_view device_type_name(DType dtype);
 
 // DLPack's DLDataType triple.

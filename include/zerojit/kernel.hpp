@@ -131,11 +131,11 @@ class KernelBase {
   struct Acquire {
     const void* key = nullptr;  // the typed key, for find_executor / insert_executor
     const Program* program = nullptr;
-    std::string_view arch;
+    std::string_view arch{};
     int device = -1;         // load on this device; -1: compile (and store) only
     bool launching = false;  // a launch's miss: counted as one, refused while capturing
     cuda::Stream stream = nullptr;
-    DescriptorText descriptors;
+    DescriptorText descriptors{};
   };
   struct Acquired {
     std::shared_ptr<const CompiledArtifact> artifact;
@@ -228,16 +228,23 @@ class JitKernel : public KernelBase {
   std::string key_text(const Key& key) const { return describe(key); }
 
   // The artifact for `key` on `arch` (memory -> store -> NVRTC). An NVRTC compile after
-  // warmup is a monitor event.
-  std::shared_ptr<const CompiledArtifact> compile(const Key& key, std::string_view arch) {
+  // warmup is a monitor event; `descriptors`, when the caller has them (the key is their
+  // dispatch), are what its report and a RuntimeJitError name.
+  std::shared_ptr<const CompiledArtifact> compile(const Key& key, std::string_view arch,
+                                                  const Descriptors* descriptors = nullptr) {
     ArtifactOrigin origin;
-    return compile_with_origin(key, arch, origin);
+    return compile_with_origin(key, arch, origin, descriptors);
   }
 
-  std::shared_ptr<const CompiledArtifact> compile_with_origin(const Key& key, std::string_view arch,
-                                                              ArtifactOrigin& origin) {
+  std::shared_ptr<const CompiledArtifact> compile_with_origin(
+      const Key& key, std::string_view arch, ArtifactOrigin& origin,
+      const Descriptors* descriptors = nullptr) {
     const Program prog = program(key);
-    Acquired acquired = acquire({.key = &key, .program = &prog, .arch = arch});
+    Acquired acquired =
+        acquire({.key = &key,
+                 .program = &prog,
+                 .arch = arch,
+                 .descriptors = descriptors ? DescriptorText::of(*descriptors) : DescriptorText{}});
     origin = acquired.origin;
     return std::move(acquired.artifact);
   }

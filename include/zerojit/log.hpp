@@ -28,6 +28,11 @@ using LogHandler = std::function<void(const LogRecord&)>;
 // thread that logs, and must not log itself.
 void set_log_handler(LogHandler handler);
 
+// The name the default handler starts each line with, instead of "zerojit" (empty: "zerojit"
+// again): a program built on zerojit says its own name ("axpy-tool warmup: [1/2] ...").
+// zerojit::tool::run_cli sets it to the tool's program name.
+void set_log_source(std::string_view name);
+
 // Records below this level are dropped before reaching the handler. Starts from
 // $ZEROJIT_LOG_LEVEL (default: info); an unknown value there is reported once and ignored.
 void set_log_level(LogLevel level);

@@ -61,14 +61,14 @@ struct WarmupOptions {
   // The arch to compile for when nothing is loaded (compile_only, or no GPU). With devices,
   // each device's own arch is used.
   std::string arch = "sm_90a";
-  std::vector<int> devices;                           // empty: every visible device
+  std::vector<int> devices{};                         // empty: every visible device
   bool compile_only = false;                          // compile (and store), load nothing
   int jobs = 0;                                       // <= 0: one per core
   ProgressStyle progress = ProgressStyle::automatic;  // bar on a terminal, else lines
   // Called after each key, for an engine that shows progress its own way (set progress to
   // none then). Calls come from the compiling threads one at a time, in the order keys finish;
   // the callback must not start another warmup.
-  std::function<void(const WarmupProgress&)> on_progress;
+  std::function<void(const WarmupProgress&)> on_progress{};
   bool arm_monitor = true;  // arm the monitor at the end (when its mode is not off)
   // Run the compiles in forked worker processes (compile_pool.hpp) when more than one job
   // compiles: NVRTC scales across processes, not across threads. Off by default in the library,
@@ -79,7 +79,7 @@ struct WarmupOptions {
   // reported failed with "warmup cancelled", and the report says cancelled (the monitor is then
   // not armed). For an engine that lets its user interrupt a long warmup (the Python module
   // maps Ctrl-C onto it).
-  std::function<bool()> cancel_requested;
+  std::function<bool()> cancel_requested{};
 };
 
 struct KeyReport {

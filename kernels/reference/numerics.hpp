@@ -1,4 +1,4 @@
-// Host mirrors of kernels/device/numerics.cuh: the rounding primitives every CPU reference
+// Host mirrors of include/zerojit/device/numerics.cuh: the rounding primitives every CPU reference
 // uses. Each function reproduces its PTX counterpart bit for bit, so references can compare
 // codes and scale bytes exactly.
 #pragma once

@@ -1,7 +1,7 @@
 """``python -m zerojit ...``: the zerojit command-line tool (the ``zerojit`` executable pip
-installs next to the interpreter's scripts), with the same arguments; with ``--module M`` (the
-kernels Python modules register, Triton's among them) the same tool runs in this interpreter
-(zerojit._cli)."""
+installs next to the interpreter's scripts when asked to build it: pyproject.toml), with the
+same arguments; with ``--module M`` (the kernels Python modules register, Triton's and
+CuTeDSL's among them) the same tool runs in this interpreter (zerojit._cli)."""
 
 import os
 import shutil
@@ -40,7 +40,9 @@ def main(argv=None):
     if tool is None:
         sys.stderr.write(
             "zerojit: the command-line tool is not installed (pip installs it as the `zerojit` "
-            "script; a CMake build has it at <build>/tools/zerojit/zerojit; or set ZEROJIT_TOOL)\n")
+            "script with `pip install . -Ccmake.define.ZEROJIT_BUILD_CLI=ON "
+            "-Ccmake.define.ZEROJIT_BUILD_TOOL=ON`; a CMake build has it at "
+            "<build>/tools/zerojit; or set ZEROJIT_TOOL)\n")
         return 2
     os.execv(tool, [tool, *argv])
     return 0  # not reached

@@ -15,6 +15,42 @@ std::string compiler_name(Language language) {
   return language == Language::cuda ? "NVRTC" : std::string(to_string(language));
 }
 
+// A key's text as its fields, "dtype=f32, unroll=4" -> {dtype: f32, unroll: 4}. A string value
+// is quoted, and may hold ", " itself (`a="x, b=y"`), so separators inside quotes are skipped.
+std::map<std::string, std::string> key_fields(std::string_view text) {
+  std::map<std::string, std::string> fields;
+  std::size_t start = 0;
+  bool quoted = false;
+  for (std::size_t i = 0; i <= text.size(); ++i) {
+    if (i < text.size()) {
+      if (text[i] == '\\' && quoted) {
+        ++i;
+        continue;
+      }
+      if (text[i] == '"') quoted = !quoted;
+      if (quoted || text.compare(i, 2, ", ") != 0) continue;
+    }
+    const std::string_view field = text.substr(start, i - start);
+    const std::size_t equals = field.find('=');
+    fields[std::string(field.substr(0, equals))] =
+        equals == std::string_view::npos ? std::string() : std::string(field.substr(equals + 1));
+    start = i + 2;
+  }
+  return fields;
+}
+
+// How many fields two keys of one kernel disagree on (a field only one has counts too).
+std::size_t key_distance(const std::map<std::string, std::string>& a, std::string_view text) {
+  const std::map<std::string, std::string> b = key_fields(text);
+  std::size_t differing = 0;
+  for (const auto& [name, value] : a) {
+    const auto other = b.find(name);
+    differing += other == b.end() || other->second != value ? 1 : 0;
+  }
+  for (const auto& [name, value] : b) differing += a.count(name) ? 0 : 1;
+  return differing;
+}
+
 }  // namespace
 
 MissExplanation DiskCache::explain(const Program& program, std::string_view arch,
@@ -107,8 +143,12 @@ std::vector<MissExplanation> DiskCache::explain(
       }
       return differing;
     };
+    // The nearest entry: fewest differing identity components; among equals, the key with
+    // the fewest differing fields (every other key of the kernel differs in the component
+    // "key" alike, so this is what tells the most similar key); then the most recently used.
+    const std::map<std::string, std::string> wanted_fields = key_fields(program.key_text);
     const Candidate* nearest = nullptr;
-    std::size_t nearest_distance = 0;
+    std::pair<std::size_t, std::size_t> nearest_distance;
     for (const Candidate& candidate : candidates) {
       if (candidate.identity == identity && !out.present) {
         out.present = true;
@@ -116,8 +156,8 @@ std::vector<MissExplanation> DiskCache::explain(
       }
       if (candidate.info.kernel != program.kernel_name) continue;
       ++out.same_kernel_entries;
-      // Fewest differing components; among equals, the most recently used.
-      const std::size_t d = distance(candidate.components);
+      const std::pair<std::size_t, std::size_t> d{distance(candidate.components),
+                                                  key_distance(wanted_fields, candidate.info.key)};
       if (nearest == nullptr || d < nearest_distance ||
           (d == nearest_distance && mtime_before(nearest->used, candidate.used))) {
         nearest = &candidate;

@@ -64,6 +64,10 @@ TEST_F(ZerojitToolErrors, EveryUsageErrorNamesTheProblemAndWhatToDoAlsoAsJson) {
       {{"warmup", "--in-process=maybe"}, "warmup", "--in-process is a flag"},
       {{"cache", "ls", "--cache-dir", "--layer", "x"}, "cache ls", "--cache-dir needs a value"},
       {{"warmup", "--no-such-option"}, "warmup", "unknown option --no-such-option"},
+      // An option of another command is named as such, not as unknown.
+      {{"keys", "--steps", "5"}, "keys", "`zerojit keys` takes no --steps: only `run` takes it"},
+      {{"keys", "--layers", "2"}, "keys", "takes no --layers: only `run` takes it"},
+      {{"keys", "--jobs", "2"}, "keys", "only `warmup` and `run` take it"},
       {{"keys", "extra"}, "keys", "unexpected argument \"extra\""},
       {{"keys", "--kv-cache-dtype", "fp9"}, "keys", "kv_cache_dtype"},
       {{"cache", "gc", "--max-size", "17179869184G"}, "cache gc", "--max-size"},

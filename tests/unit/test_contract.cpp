@@ -224,6 +224,31 @@ TEST_F(Contract, MonitorErrorModeRefusesAnUnwarmedKeyNamingKernelKeyAndDescripto
   EXPECT_EQ(counters.compiles, 1u);  // only warmup's
 }
 
+// compile() has a key only; given the descriptors the key came from, the refusal names them.
+TEST_F(Contract, ARefusedCompileNamesTheDescriptorsItWasGiven) {
+  auto& kernel = contract_kernel();
+  Monitor::instance().set_mode(MonitorMode::error);
+  registry_for({1}).warmup(WarmupOptions{.progress = ProgressStyle::none});
+  const ContractDesc descriptors{4096};
+  const auto key = kernel.dispatch(descriptors);
+  try {
+    kernel.compile(key, "sm_90a", &descriptors);
+    FAIL() << "expected RuntimeJitError";
+  } catch (const RuntimeJitError& error) {
+    EXPECT_EQ(error.key(), "variant=4");
+    EXPECT_EQ(error.descriptors(), "tokens=4096");
+    EXPECT_NE(std::string(error.what()).find("runtime descriptors: tokens=4096"), std::string::npos)
+        << error.what();
+  }
+  // Without them there is nothing to name.
+  try {
+    kernel.compile(key, "sm_90a");
+    FAIL() << "expected RuntimeJitError";
+  } catch (const RuntimeJitError& error) {
+    EXPECT_EQ(error.descriptors(), "");
+  }
+}
+
 TEST_F(Contract, MonitorWarnModeReportsOncePerKeyUnlessVerbose) {
   auto& kernel = contract_kernel();
   Monitor::instance().set_mode(MonitorMode::warn);

@@ -178,8 +178,9 @@ int run_verify(const CacheCommand& command) {
   std::optional<ToolError> failure;
   if (!cache && !command.cache_dir.empty()) {
     // A mistyped pack path must not pass as a pack with no bad entries.
-    failure = ToolError{kExitUsage, "there is no cache at " + command.cache_dir + " to verify",
-                        "check the path (`zerojit cache ls --cache-dir DIR` lists a cache)"};
+    failure = ToolError{
+        kExitUsage, "there is no cache at " + command.cache_dir + " to verify",
+        "check the path (`" + program_name() + " cache ls --cache-dir DIR` lists a cache)"};
   } else if (!report.ok()) {
     failure = ToolError{kExitCacheBadEntries,
                         std::to_string(report.bad.size()) + " of " +
@@ -187,9 +188,10 @@ int run_verify(const CacheCommand& command) {
                         command.set_aside
                             ? "they were moved to quarantine/; each is compiled again when next "
                               "needed"
-                            : "`zerojit cache verify --set-aside` moves them to quarantine/ "
-                              "(each is compiled again when next needed); docs/CACHE.md "
-                              "names the problems"};
+                            : "`" + program_name() +
+                                  " cache verify --set-aside` moves them to quarantine/ (each is "
+                                  "compiled again when next needed); " +
+                                  docs_page("CACHE.md") + " names the problems"};
   }
   if (command.json) {
     json result = parse_library_json(report.to_json());

@@ -74,15 +74,15 @@ std::optional<ToolError> read_command_words(const std::vector<std::string>& argu
 }
 
 void add_json_flag(CLI::App& app, bool& target) {
-  app.add_flag("--json", target,
-               "Machine-readable output: one JSON document on standard output (docs/TOOL.md)");
+  app.add_flag("--json", target, "Machine-readable output: one JSON document on standard output");
 }
 
 CLI::Option* add_remote_option(CLI::App& app, const std::string& command, std::string& target) {
   return add_text_option(app, command, "--remote-cache", target, "URL",
                          "A Redis cache shared by hosts, after the disk: redis://[user:password@]"
                          "host[:port][/db], rediss://..., unix:///path (also "
-                         "$ZEROJIT_REMOTE_CACHE; docs/CACHE.md)");
+                         "$ZEROJIT_REMOTE_CACHE; " +
+                             docs_page("CACHE.md") + ")");
 }
 
 void add_cache_selection(CLI::App& app, const std::string& command, std::string& cache_dir,
@@ -98,7 +98,8 @@ void add_cache_selection(CLI::App& app, const std::string& command, std::string&
       ->group("Cache");
   app.add_flag("--allow-shared", allow_shared,
                "Accept a cache root or layer other users can write (also "
-               "ZEROJIT_CACHE_ALLOW_SHARED=1; docs/CACHE.md)")
+               "ZEROJIT_CACHE_ALLOW_SHARED=1; " +
+                   docs_page("CACHE.md") + ")")
       ->group("Cache");
   add_remote_option(app, command, remote_cache)->group("Cache");
 }
@@ -226,17 +227,28 @@ void add_keys(CLI::App& app, std::span<const Family> families, const ToolOptions
   add_json_flag(*sub, line.keys.json);
 }
 
+// What a family says about its `run` (the one family with a run, or the first that says it).
+std::string run_text(std::span<const Family> families, std::string Family::*field,
+                     const std::string& otherwise) {
+  for (const Family& family : families) {
+    if (family.run && !(family.*field).empty()) return family.*field;
+  }
+  return otherwise;
+}
+
 void add_run(CLI::App& app, RunRequest& command, std::span<const Family> families,
              const ToolOptions& tool, FamilyChoice& choice, CommandLine& line) {
   CLI::App* sub = app.add_subcommand(
-      "run",
-      "Warm up, arm the monitor, and run a randomized serving battery through the kernels as "
-      "the attention layers call them (on each GPU; without one, through dispatch alone)");
+      "run", run_text(families, &Family::run_help,
+                      "Warm up, arm the monitor, and drive the family's battery of runtime calls "
+                      "through the kernels (on each GPU; without one, through dispatch alone), "
+                      "each call's key checked against the warmup manifest"));
   add_configuration(*sub, "run", families, tool, true, choice, line);
   add_cache_selection(*sub, "run", command.cache_dir, command.layers, command.allow_shared,
                       command.remote_cache);
-  add_whole_number_option(*sub, "run", "--steps", command.steps, 1, 100'000'000,
-                          "Serving steps (forward passes) [2000]");
+  add_whole_number_option(
+      *sub, "run", "--steps", command.steps, 1, 100'000'000,
+      run_text(families, &Family::steps_help, "Steps of the battery") + " [2000]");
   add_unsigned_option(*sub, "run", "--seed", command.seed, "Seed of the battery [1]");
   add_choice_option(*sub, "run", "--monitor", command.monitor, {"off", "warn", "error"},
                     "What a compile after warmup does: off, warn (report, go on) or error (fail "
@@ -272,8 +284,8 @@ CLI::App* add_cache_action(CLI::App& cache, const std::string& action, const std
 
 void add_cache(CLI::App& app, CacheCommand& command, std::span<const Family> families,
                const ToolOptions& tool, FamilyChoice& choice, CommandLine& line) {
-  CLI::App* cache =
-      app.add_subcommand("cache", "Manage the persistent compile cache (docs/CACHE.md)");
+  CLI::App* cache = app.add_subcommand(
+      "cache", "Manage the persistent compile cache (" + docs_page("CACHE.md") + ")");
   // Only so that `zerojit cache --json` (no command) fails with a JSON document.
   add_json_flag(*cache, command.json);
   add_cache_action(*cache, "ls", "List entries: kernel, key, arch, size, age, layer", command);
@@ -342,6 +354,29 @@ const CLI::App* deepest_parsed(const CLI::App& app) {
   }
 }
 
+// The commands other than `name` that take `option`: "run", "warmup and run", ...
+std::vector<std::string> commands_taking(const CLI::App& app, const std::string& option,
+                                         const std::string& name) {
+  std::vector<std::string> commands;
+  const auto visit = [&](const CLI::App& command, const std::string& label) {
+    const std::vector<std::string> names = option_names(command);
+    if (label != name && std::find(names.begin(), names.end(), option) != names.end()) {
+      commands.push_back(label);
+    }
+  };
+  for (const CLI::App* command : app.get_subcommands({})) {
+    const std::string word = command->get_name();
+    if (word != "cache") {
+      visit(*command, word);
+      continue;
+    }
+    for (const CLI::App* action : command->get_subcommands({})) {
+      visit(*action, "cache " + action->get_name());
+    }
+  }
+  return commands;
+}
+
 // CLI11's own errors (unknown options, missing values), said in words with what to do.
 ToolError translate(const CLI::ParseError& error, const CLI::App& app, const std::string& name) {
   const CLI::App* command = deepest_parsed(app);
@@ -350,6 +385,16 @@ ToolError translate(const CLI::ParseError& error, const CLI::App& app, const std
     const std::string first = extras.empty() ? std::string() : extras.front();
     if (is_option(first)) {
       const std::string option = first.substr(0, first.find('='));
+      // An option of another command (--steps given to keys): say which commands take it.
+      const std::vector<std::string> others = commands_taking(app, option, name);
+      if (!others.empty()) {
+        std::vector<std::string> quoted;
+        for (const std::string& other : others) quoted.push_back("`" + other + "`");
+        return ToolError{kExitUsage,
+                         "`" + program_name() + " " + name + "` takes no " + option + ": only " +
+                             listed(quoted) + (others.size() == 1 ? " takes" : " take") + " it",
+                         "drop " + option + " here; " + see_help(others.front())};
+      }
       const auto guess = nearest(option, option_names(*command));
       return option_error(name,
                           "unknown option " + option + " for `" + program_name() + " " + name + "`",
@@ -451,7 +496,8 @@ CommandLine parse_command_line(const std::vector<std::string>& arguments,
       "3 compile failure, 4 bad cache entries (cache verify), 5 other failure (also a missing "
       "NVRTC or driver).\n"
       "Run `" +
-      tool + " <command> --help` for a command's options; docs/TOOL.md has examples.");
+      tool + " <command> --help` for a command's options." +
+      (options.epilog.empty() ? std::string() : " " + options.epilog));
 
   // CLI11 reads its arguments from the back; the `--` (now the last word, if any) is left out.
   std::vector<std::string> reversed(std::make_reverse_iterator(end_of_options), arguments.rend());

@@ -116,6 +116,10 @@ Family dsv4_tool_family() {
     }
   };
   family.run = run_dsv4;
+  family.run_help =
+      "Warm up, arm the monitor, and run a randomized serving battery through the kernels as "
+      "the attention layers call them (on each GPU; without one, through dispatch alone)";
+  family.steps_help = "Serving steps (forward passes)";
   return family;
 }
 

@@ -33,6 +33,7 @@ Family examples_family() {
 int main(int argc, char** argv) {
   const Family families[] = {dsv4_tool_family(), examples_family()};
   ToolOptions options;
+  options.epilog = "docs/TOOL.md has examples.";
   // `--examples` predates --family; scripts and tests use it.
   options.family_flags = {{"--examples", "examples",
                            "The built-in example kernels (--family "

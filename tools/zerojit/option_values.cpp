@@ -70,6 +70,10 @@ void refuse_option_as_value(std::string_view command, const std::string& option,
   }
 }
 
+std::string docs_page(std::string_view page) {
+  return (program_name() == "zerojit" ? "docs/" : "zerojit's docs/") + std::string(page);
+}
+
 std::string see_help(std::string_view command) {
   return "see `" + program_name() + (command.empty() ? std::string() : " " + std::string(command)) +
          " --help`";

@@ -35,6 +35,10 @@ std::string shown(std::string_view text);
 void refuse_option_as_value(std::string_view command, const std::string& option,
                             const std::string& value);
 
+// A page of zerojit's documentation, as the tool's text names it: "docs/CACHE.md" in zerojit's
+// own tool, "zerojit's docs/CACHE.md" in a project's (whose users have other docs/).
+std::string docs_page(std::string_view page);
+
 // "see `zerojit warmup --help`": the what-to-do of every usage error of `command`.
 std::string see_help(std::string_view command);
 

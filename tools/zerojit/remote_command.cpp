@@ -105,8 +105,8 @@ int run_remote_transfer(const CacheCommand& command, const CacheCommandContext& 
     failure = ToolError{
         kExitFailure,
         summary + "; " + std::to_string(missing.size()) + " could not be copied:" + listed,
-        push ? "warm them first (zerojit warmup --compile-only --cache-dir DIR)"
-             : "push them from a host that has them, or warm them here"};
+        push ? "warm them first (" + program_name() + " warmup --compile-only --cache-dir DIR)"
+             : std::string("push them from a host that has them, or warm them here")};
   }
   if (command.json) {
     nlohmann::json result = {{"copied", copied},

@@ -69,19 +69,9 @@ int run_run(const RunCommand& command) {
   const MonitorMode mode = parse_monitor_mode(command.monitor).value_or(MonitorMode::error);
   Monitor::instance().set_mode(mode);
 
-  std::string why;
-  bool gpu = false;
-  if (command.dispatch_only) {
-    why = "--dispatch-only";
-  } else if (cuda::device_count() == 0) {
-    // Devices asked for by number must exist, as for warmup: a run that falls back to dispatch
-    // would otherwise say ok for devices it never touched.
-    (void)selected_devices(command.devices);
-    why = "no GPU: " + (cuda::driver_available() ? std::string("the driver reports no device")
-                                                 : cuda::driver_unavailable_reason());
-  } else {
-    gpu = true;
-  }
+  const RunPlacement placement = run_placement(command.dispatch_only, command.devices);
+  const std::string& why = placement.why;
+  const bool gpu = !placement.devices.empty();
   // Also without a GPU: a cache root the GPU run would refuse is refused here too.
   install_cache(command.cache, "run");
   if (gpu) require_nvrtc();

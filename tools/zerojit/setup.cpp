@@ -28,6 +28,12 @@ bool is_refusal(std::string_view warning) {
          warning.starts_with("refusing read-only layer ");
 }
 
+// A cache's warning as the tool prints it: under the tool's own name ("axpy-tool cache: ...").
+std::string in_tool_words(std::string_view line) {
+  if (!line.starts_with(kCachePrefix)) return std::string(line);
+  return program_name() + " cache: " + std::string(line.substr(kCachePrefix.size()));
+}
+
 // Warnings a cache says while it opens, held so that a refusal can become the tool's error,
 // said once. After stop_holding() later warnings go straight to stderr; print() says the held
 // ones when they are not the error.
@@ -38,7 +44,7 @@ class HeldWarnings {
       if (state->holding) {
         state->lines.emplace_back(line);
       } else {
-        std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
+        std::fprintf(stderr, "%s\n", in_tool_words(line).c_str());
       }
     };
   }
@@ -47,7 +53,9 @@ class HeldWarnings {
     return state_->lines;
   }
   void print() const {
-    for (const std::string& line : state_->lines) std::fprintf(stderr, "%s\n", line.c_str());
+    for (const std::string& line : state_->lines) {
+      std::fprintf(stderr, "%s\n", in_tool_words(line).c_str());
+    }
   }
 
  private:
@@ -66,7 +74,8 @@ std::shared_ptr<RemoteCache> open_remote(const CacheSelection& selection,
     options = default_remote_cache_options();
   } catch (const Error& error) {
     throw ToolError{kExitUsage, error.what(),
-                    "fix or unset the environment variable it names (docs/CACHE.md lists them)"};
+                    "fix or unset the environment variable it names (" + docs_page("CACHE.md") +
+                        " lists them)"};
   }
   if (!selection.remote_cache.empty()) {
     options.url = selection.remote_cache;
@@ -86,7 +95,8 @@ std::shared_ptr<RemoteCache> open_remote(const CacheSelection& selection,
   if (probe.status == RemoteProbe::Status::misconfigured) {
     throw ToolError{kExitUsage, probe.message,
                     "check the user and password (or ZEROJIT_REMOTE_CACHE_PASSWORD), the "
-                    "database, and that hiredis is installed; docs/CACHE.md, \"The remote tier\""};
+                    "database, and that hiredis is installed; " +
+                        docs_page("CACHE.md") + ", \"The remote tier\""};
   }
   // Unreachable now: a warning; the tier retries after its backoff.
   held.stop_holding();
@@ -102,7 +112,8 @@ void install_cache(const CacheSelection& selection, std::string_view command) {
     options = default_disk_cache_options();
   } catch (const Error& error) {
     throw ToolError{kExitUsage, error.what(),
-                    "fix or unset the environment variable it names (docs/CACHE.md lists them)"};
+                    "fix or unset the environment variable it names (" + docs_page("CACHE.md") +
+                        " lists them)"};
   }
   const bool disabled = !default_cache_root();  // ZEROJIT_CACHE_DIR=off
   std::shared_ptr<RemoteCache> remote = open_remote(selection, command);
@@ -206,13 +217,35 @@ std::vector<int> selected_devices(const std::string& text) {
   return devices;
 }
 
+RunPlacement run_placement(bool dispatch_only, const std::string& devices) {
+  RunPlacement placement;
+  if (dispatch_only) {
+    placement.why = "--dispatch-only";
+  } else if (cuda::device_count() == 0) {
+    // Devices asked for by number must exist, as for warmup: a run that falls back to dispatch
+    // would otherwise say ok for devices it never touched.
+    (void)selected_devices(devices);
+    placement.why =
+        "no GPU: " + (cuda::driver_available() ? std::string("the driver reports no device")
+                                               : cuda::driver_unavailable_reason());
+  } else {
+    placement.devices = selected_devices(devices);  // empty: "all"
+    if (placement.devices.empty()) {
+      for (int d = 0; d < cuda::device_count(); ++d) placement.devices.push_back(d);
+    }
+  }
+  return placement;
+}
+
 namespace {
 
 ToolError nvrtc_missing(const std::string& reason, const std::string& consequence) {
   return ToolError{kExitFailure, "NVRTC is not available, so " + consequence + ": " + reason,
                    "install the CUDA toolkit's NVRTC (found through ZEROJIT_NVRTC_LIBRARY, "
-                   "CUDA_HOME or /usr/local/cuda; `zerojit --version` says what was found), or "
-                   "mount an ahead-of-time pack built with this NVRTC (--layer DIR)"};
+                   "CUDA_HOME or /usr/local/cuda; `" +
+                       program_name() +
+                       " --version` says what was found), or "
+                       "mount an ahead-of-time pack built with this NVRTC (--layer DIR)"};
 }
 
 }  // namespace

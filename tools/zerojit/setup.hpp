@@ -49,6 +49,15 @@ RemoteCache* installed_remote_cache();
 // that does not exist.
 std::vector<int> selected_devices(const std::string& text);
 
+// Where `run` runs: on the GPUs --devices selects (all visible for "all"), or through dispatch
+// alone, saying why (--dispatch-only, or no GPU and why not). A device named that does not
+// exist is a usage error (ToolError), with a GPU or without.
+struct RunPlacement {
+  std::vector<int> devices;  // empty: dispatch only
+  std::string why;           // why dispatch only
+};
+RunPlacement run_placement(bool dispatch_only, const std::string& devices);
+
 // Every compile identity includes the NVRTC version, so without NVRTC (or the cache's memo of
 // its version) no key can be compiled or even looked up on disk. Called before a warmup: throws
 // ToolError (exit 5) naming what is missing, once, instead of one failure per key. Skipped when

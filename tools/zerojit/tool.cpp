@@ -113,6 +113,7 @@ int run_command_line(int argc, char** argv, std::span<const Family> families,
 
 int run_cli(int argc, char** argv, std::span<const Family> families, const ToolOptions& options) {
   set_program_name(options.program.empty() ? "zerojit" : options.program);
+  set_log_source(program_name());
   const int code = run_command_line(argc, argv, families, options);
   // A report that could not be written (a full disk under a redirect, a closed pipe) is work
   // not done: never exit 0 for it.

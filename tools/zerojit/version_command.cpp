@@ -7,6 +7,7 @@
 #include <string>
 
 #include "json_output.hpp"
+#include "option_values.hpp"
 #include "zerojit/compiler.hpp"
 #include "zerojit/cuda.hpp"
 
@@ -64,7 +65,12 @@ int run_version(bool json) {
         "version", {{"version", ZEROJIT_VERSION}, {"nvrtc", nvrtc}, {"driver", driver}}));
     return 0;
   }
-  std::printf("zerojit %s\n", ZEROJIT_VERSION);
+  // A project's tool says its own name and the zerojit it is built on.
+  if (program_name() == "zerojit") {
+    std::printf("zerojit %s\n", ZEROJIT_VERSION);
+  } else {
+    std::printf("%s (zerojit %s)\n", program_name().c_str(), ZEROJIT_VERSION);
+  }
   if (nvrtc.at("found").get<bool>()) {
     std::printf("NVRTC %s: %s\n", nvrtc.at("version").get<std::string>().c_str(),
                 nvrtc.at("path").get<std::string>().c_str());

@@ -9,9 +9,9 @@ namespace consumer {
 using zerojit::DType;
 
 AxpyKey AxpyKernel::dispatch(const AxpyDescriptors& d) const {
-  if (d.x.dtype != DType::f32 && d.x.dtype != DType::f64) {
-    checks().fail("x",
-                  "dtype must be f32 or f64, got " + std::string(zerojit::dtype_name(d.x.dtype)));
+  if (d.x.dtype != DType::f32 && d.x.dtype != DType::f64 && d.x.dtype != DType::bf16) {
+    checks().fail(
+        "x", "dtype must be f32, f64 or bf16, got " + std::string(zerojit::dtype_name(d.x.dtype)));
   }
   return AxpyKey{d.x.dtype, d.x.ndim == 1 && d.x.size(0) % 4 == 0 ? 4 : 1};
 }
@@ -22,8 +22,8 @@ zerojit::Program AxpyKernel::program(const AxpyKey& key) const {
 
 zerojit::LaunchSpec<AxpyKey> AxpyKernel::plan(const AxpyArgs& args) const {
   const zerojit::ArgumentChecks check = checks();
-  check.tensor(args.x.desc, "x", {DType::f32, DType::f64}, 1);
-  check.tensor(args.y.desc, "y", {DType::f32, DType::f64}, 1);
+  check.tensor(args.x.desc, "x", {DType::f32, DType::f64, DType::bf16}, 1);
+  check.tensor(args.y.desc, "y", {DType::f32, DType::f64, DType::bf16}, 1);
   if (args.x.desc.dtype != args.y.desc.dtype) check.fail("y", "dtype must match x's");
   check.size(args.y.desc, "y", 0, args.x.desc.size(0));
   zerojit::LaunchSpec<AxpyKey> spec;

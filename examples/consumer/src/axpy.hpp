@@ -44,13 +44,14 @@ struct AxpyArgs {
 
 // What a serving configuration can hand the kernel: which dtypes, and the lengths of x.
 struct AxpyConfig {
-  std::vector<zerojit::DType> dtypes{zerojit::DType::f32, zerojit::DType::f64};
+  std::vector<zerojit::DType> dtypes{zerojit::DType::f32, zerojit::DType::f64,
+                                     zerojit::DType::bf16};
   std::vector<std::int64_t> lengths{1024};
 };
 
 class AxpyKernel final : public zerojit::JitKernel<AxpyKernel, AxpyKey, AxpyDescriptors> {
  public:
-  // f32 or f64; unrolled by 4 when the length is a multiple of 4.
+  // f32, f64 or bf16; unrolled by 4 when the length is a multiple of 4.
   AxpyKey dispatch(const AxpyDescriptors& descriptors) const override;
   zerojit::Program program(const AxpyKey& key) const override;
   zerojit::LaunchSpec<AxpyKey> plan(const AxpyArgs& args) const;

@@ -17,7 +17,7 @@ int main() {
                 static_cast<int>(record.message.size()), record.message.data());
   });
 
-  consumer::AxpyConfig config;  // f32 and f64, length 1024: two keys
+  consumer::AxpyConfig config;  // f32, f64 and bf16, length 1024: three keys
   WarmupRegistry registry;
   consumer::register_warmup(registry, config);
 

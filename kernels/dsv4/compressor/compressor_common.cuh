@@ -4,9 +4,9 @@
 // so the CPU references in kernels/dsv4/reference/compressor.cpp can mirror them.
 #pragma once
 
-#include "device/async_copy.cuh"
-#include "device/numerics.cuh"
 #include "dsv4/compressor/compressor_params.h"
+#include "zerojit/device/async_copy.cuh"
+#include "zerojit/device/numerics.cuh"
 
 namespace zj::dsv4::compressor {
 

@@ -24,8 +24,8 @@
 // and one logit per valid (>= 0) index at column clamp(l + row_start, 0, max(N - 1, 0)).
 //
 // All offsets are 64-bit: decode logits of R x ~1M columns exceed 2^31 elements.
-#include "device/numerics.cuh"
 #include "dsv4/dcp_pack/dcp_pack_params.h"
+#include "zerojit/device/numerics.cuh"
 
 namespace zj::dsv4 {
 

@@ -29,9 +29,9 @@
 // (left untouched) when its destination offset + i is outside [0, M), when pos < 0 (G > L),
 // when its block-table column pos / B is >= max_blocks, or when the page number there is
 // negative. Reads: page bytes [0, B * 584) only; stride(1) of the cache is not used.
-#include "device/async_copy.cuh"
-#include "device/numerics.cuh"
 #include "dsv4/dequant_gather/dequant_gather_params.h"
+#include "zerojit/device/async_copy.cuh"
+#include "zerojit/device/numerics.cuh"
 
 namespace zj::dsv4 {
 namespace dequant_gather_detail {

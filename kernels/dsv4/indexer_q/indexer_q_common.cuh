@@ -4,8 +4,8 @@
 // quantize the rotated row and fold the weights.
 #pragma once
 
-#include "device/numerics.cuh"
 #include "dsv4/indexer_q/indexer_q_params.h"
+#include "zerojit/device/numerics.cuh"
 
 namespace zj::dsv4::indexer_q_detail {
 

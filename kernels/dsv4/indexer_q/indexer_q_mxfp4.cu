@@ -21,8 +21,8 @@
 // Per 32-element block m: RoPE in f32 (pinned FMA form), rounded to bf16; amax_m over the
 // bf16 values; E_m = ceil_pow2_bits(max(amax_m, 6 * 2^-126) * f32(1/6)); codes
 // e2m1_rn_sat(x * 2^(127-E_m)) (the hardware conversion on the sm_100 family, bit-identical
-// packed bf16x2 arithmetic elsewhere: see device/numerics.cuh); weights_out = f32(w) * scale,
-// without any q-scale fold.
+// packed bf16x2 arithmetic elsewhere: see zerojit/device/numerics.cuh); weights_out = f32(w) *
+// scale, without any q-scale fold.
 #include "dsv4/indexer_q/indexer_q_common.cuh"
 
 namespace zj::dsv4 {

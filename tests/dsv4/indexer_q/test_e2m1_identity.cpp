@@ -1,5 +1,5 @@
-// The identity behind the Hopper E2M1 path of kernels/device/numerics.cuh, checked on the host
-// for every finite bf16 input and every block scale the MXFP4 kernel can choose:
+// The identity behind the Hopper E2M1 path of include/zerojit/device/numerics.cuh, checked on the
+// host for every finite bf16 input and every block scale the MXFP4 kernel can choose:
 //
 //   code(a) = min(bits(64 + a) - 0x4280, bits(252 + a) - 0x437A)   (a = |x| * 2^(127-E) <= 6)
 //

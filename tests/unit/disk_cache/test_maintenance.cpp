@@ -50,6 +50,37 @@ TEST_F(DiskCacheStore, ExplainsWhichComponentOfTheIdentityDiffers) {
   EXPECT_EQ(parsed["hit"], false);
 }
 
+// Every other key of a kernel differs from the one explained in the same components (its key
+// text and its name expression), so the nearest entry is the key with the fewest differing
+// fields, not the most recent one.
+TEST_F(DiskCacheStore, ExplainShowsTheMostSimilarKeyNotTheMostRecentEntry) {
+  DiskCache cache(options(dir / "cache"));
+  auto& kernel = examples::ScaleAddKernel::instance();
+  const auto publish = [&](const examples::ScaleAddKey& key) {
+    const Program program = kernel.program(key);
+    CompiledArtifact artifact = synthetic_artifact(32);
+    artifact.components = identity_components(program, "sm_90a", "13.0");
+    artifact.identity = identity_from_components(artifact.components);
+    artifact.kernel_name = program.kernel_name;
+    artifact.key_text = program.key_text;
+    cache.publish(artifact);
+    return dir / "cache" / "entries" / (artifact.identity.hex() + ".zjc");
+  };
+  // One field away (vector_width), used an hour ago; two fields away, used just now.
+  const fs::path similar = publish({DType::f32, 4});
+  const struct timespec hour_ago[2] = {{std::time(nullptr) - 3600, 0},
+                                       {std::time(nullptr) - 3600, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, similar.c_str(), hour_ago, 0), 0);
+  publish({DType::f64, 4});
+
+  const MissExplanation explained =
+      cache.explain(kernel.program({DType::f32, 1}), "sm_90a", "13.0");
+  EXPECT_FALSE(explained.present);
+  ASSERT_TRUE(explained.nearest);
+  EXPECT_EQ(explained.nearest->key, "dtype=f32, vector_width=4");
+  EXPECT_EQ(explained.same_kernel_entries, 2u);
+}
+
 TEST_F(DiskCacheStore, ListVerifyGcAndClear) {
   DiskCache cache(options(dir / "cache"));
   for (int i = 0; i < 3; ++i) cache.publish(synthetic_artifact(200 + i));

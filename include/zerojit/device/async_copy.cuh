@@ -7,7 +7,7 @@
 // lane read back only the bytes it copied itself need no barrier at all.
 #pragma once
 
-#include "device/numerics.cuh"
+#include "zerojit/device/numerics.cuh"
 
 namespace zj {
 

@@ -1,4 +1,5 @@
-// Device-side numeric primitives shared by zerojit's kernels.
+// Device-side numeric primitives shared by zerojit's kernels and available to a project's
+// ("zerojit/device/numerics.cuh", embedded with zerojit_embed(... DEVICE_HEADERS)).
 //
 // Compiled by NVRTC from memory, so this header includes nothing from the CUDA toolkit: every
 // conversion is one PTX instruction (or, where a target lacks it, a software routine that is
@@ -6,24 +7,9 @@
 // kernels/reference/numerics.hpp; keep the two in step.
 #pragma once
 
+#include "zerojit/device/types.cuh"
+
 namespace zj {
-
-typedef signed char i8;
-typedef unsigned char u8;
-typedef unsigned short u16;
-typedef int i32;
-typedef unsigned int u32;
-typedef long long i64;
-typedef unsigned long long u64;
-
-// Storage types for 16-bit floats. Compile keys render a bf16/f16 dtype as these names (see
-// zerojit::device_type_name), so kernels are templated on the element type they load.
-struct bf16_t {
-  u16 bits;
-};
-struct f16_t {
-  u16 bits;
-};
 
 // --- BF16 ---------------------------------------------------------------------------------
 
