@@ -41,9 +41,6 @@ import torch
 # The shapes, constants and composites (one function per kernel).
 from torch_composite_ops import *  # noqa: F401,F403
 
-
-
-
 # --- inputs (the distributions of tests/dsv4/support/inputs.hpp, sizes of bench/dsv4/) --------
 
 class Builder:

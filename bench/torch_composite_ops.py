@@ -2,7 +2,6 @@
 with bench/torch_composite.py (which builds the inputs and times them): one function per kernel
 of the spec, written the straightforward eager way."""
 
-import math
 
 import torch
 

@@ -33,6 +33,7 @@ REASON = ("needs PyTorch with a CUDA device" if not HAVE_CUDA
 
 if HAVE_CUDA and HAVE_TRITON:
     import triton
+
     import triton_test_kernels as kernels
     import triton_test_owners as owners
     import zerojit

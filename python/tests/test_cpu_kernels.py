@@ -8,7 +8,6 @@ and the extension's stubs. Needs neither a GPU nor PyTorch.
 import ast
 import dataclasses
 import importlib.util
-import logging
 import os
 import signal
 import subprocess
@@ -266,7 +265,8 @@ class SpaceTest(unittest.TestCase):
     def test_advance_covers_last(self):
         points = Space().advance("n", 1, 100).points()
         self.assertEqual([p["n"] for p in points], [1, 2, 4, 8, 16, 32, 64, 100])
-        with self.assertRaisesRegex(zerojit.Error, "advance from 3 gave 3, which does not increase"):
+        with self.assertRaisesRegex(zerojit.Error,
+                                    "advance from 3 gave 3, which does not increase"):
             Space().advance("n", 3, 10, lambda v: v)
 
     def test_zip_and_filter(self):
@@ -565,7 +565,8 @@ class HooksTest(unittest.TestCase):
 
     def test_vllm_monitor_modes(self):
         m = zerojit.hooks.monitor_mode_from_vllm
-        self.assertEqual([m(None), m("off"), m("WARN"), m("error")], ["off", "off", "warn", "error"])
+        self.assertEqual([m(None), m("off"), m("WARN"), m("error")],
+                         ["off", "off", "warn", "error"])
         with self.assertRaisesRegex(ValueError, "--jit-monitor-mode='loud'"):
             m("loud")
         zerojit.hooks.configure_from_vllm("error", jit_monitor_verbose=True)

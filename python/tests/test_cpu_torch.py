@@ -56,7 +56,8 @@ class RegistrationTest(unittest.TestCase):
             q_fp8, weights = zerojit.fused_indexer_q_rope_quant(
                 cuda((16,), torch.int64), q, cuda((4096, 64)), cuda((16, 64), torch.bfloat16),
                 0.1, 0.1)
-            self.assertEqual((q_fp8.dtype, tuple(q_fp8.shape)), (torch.float8_e4m3fn, (16, 64, 128)))
+            self.assertEqual((q_fp8.dtype, tuple(q_fp8.shape)),
+                             (torch.float8_e4m3fn, (16, 64, 128)))
             self.assertEqual(tuple(weights.shape), (16, 64))
             (packed, scales), _ = zerojit.fused_indexer_q_rope_quant(
                 cuda((16,), torch.int64), q, cuda((4096, 64)), cuda((16, 64), torch.bfloat16),

@@ -16,8 +16,7 @@ The same functions run the CPU reference on host tensors: see ``zerojit.referenc
 import operator
 import sys
 
-from . import _core
-from . import _errors
+from . import _core, _errors
 from ._tensors import empty, is_torch_tensor, shape_of, torch_module
 
 __all__ = [

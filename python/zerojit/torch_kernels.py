@@ -1,7 +1,8 @@
 """A Python kernel as a PyTorch custom op, with one decorator.
 
     @zerojit.torch_op("mylib::axpby", mutates_args=("out",))
-    def axpby(x: torch.Tensor, y: torch.Tensor, out: torch.Tensor, alpha: float, beta: float) -> None:
+    def axpby(x: torch.Tensor, y: torch.Tensor, out: torch.Tensor,
+              alpha: float, beta: float) -> None:
         Axpby()(x, y, out, alpha, beta)
 
 registers ``torch.ops.mylib.axpby`` (``torch.library.custom_op``: the schema from the type
