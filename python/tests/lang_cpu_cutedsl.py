@@ -114,6 +114,53 @@ def fake(shape, dtype=(KDL_FLOAT, 32, 1), offset=0):
 
 
 @NEEDS_DSL
+class Guard(unittest.TestCase):
+    """cute.compile calls of kernels zerojit does not own, seen by the monitor once armed."""
+
+    def test_a_foreign_compile_is_refused_in_error_mode_and_counted(self):
+        # zerojit is imported first (run_python's prelude): the guard installs itself when the
+        # DSL is imported afterwards, as in an engine that imports zerojit early.
+        result = run_python("""
+            import cutlass
+            import cutlass.cute as cute
+            from cutlass.cute import runtime
+            import cute_test_kernels as kernels
+
+            def compile_foreign():
+                tensors = [runtime.make_fake_compact_tensor(cutlass.Float32, (1024,))
+                           for _ in range(3)]
+                return cute.compile(kernels.scaled_add, *tensors, cutlass.Float32(0),
+                                    runtime.make_fake_stream(), options="--gpu-arch sm_90a")
+
+            out = {}
+            compile_foreign()  # before warmup: allowed, counted
+            zerojit.monitor.set_mode("error")
+            zerojit.monitor.arm()
+            try:
+                compile_foreign()
+                out["refused"] = None
+            except zerojit.RuntimeJitError as error:
+                out["refused"] = str(error)
+            zerojit.monitor.cutedsl_guard(False)
+            compile_foreign()  # the guard off: allowed
+            out["counters"] = zerojit.monitor.counters()["cutedsl.foreign"]
+            print(json.dumps(out))
+        """, env={"CUTE_DSL_ARCH": "sm_90a"})
+        self.assertIsNotNone(result["refused"])
+        self.assertIn("scaled_add", result["refused"])
+        self.assertEqual(result["counters"]["compiles"], 2)
+        self.assertEqual(result["counters"]["runtime_jit"], 1)
+
+    def test_the_guard_can_be_turned_off_by_the_environment(self):
+        result = run_python("""
+            import cutlass.cute as cute
+            print(json.dumps([zerojit.monitor.cutedsl_guard(),
+                              getattr(type(cute.compile)._compile, "zerojit_guard", False)]))
+        """, env={"ZEROJIT_CUTE_GUARD": "0"})
+        self.assertEqual(result, [False, True])  # installed, and passing through
+
+
+@NEEDS_DSL
 class Checks(unittest.TestCase):
     """Programs and calls are checked before anything compiles or runs: errors name the kernel,
     key and argument."""

@@ -76,9 +76,10 @@ torch_ops = _register_torch_ops()
 if _environment.flag("ZEROJIT_PYTHON_LOGGING", True):
     hooks.install_logging()
 
-from . import _triton_guard
+from . import _cute_guard, _triton_guard
 
 _triton_guard.install_when_imported()
+_cute_guard.install_when_imported()
 
 
 def driver_available():

@@ -15,13 +15,12 @@ Compiles in other processes (Inductor's compile workers) are not seen: no in-pro
 them.
 """
 
-import importlib.abc
-import importlib.util
 import os
 import sys
 import threading
 
 from . import _core, _environment
+from ._after_import import call_after_import
 
 __all__ = ["enable", "enabled", "install_when_imported"]
 
@@ -135,35 +134,8 @@ def _compiled_name():
     return "triton.compile"
 
 
-class _AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Installs the guard right after `import triton` runs, whoever imports it."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name != "triton":
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec("triton")
-        if spec is None or spec.loader is None:
-            return spec
-        self._loader = spec.loader
-        spec.loader = self
-        return spec
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module):
-        self._loader.exec_module(module)
-        _install(module)
-
-
 def install_when_imported():
     """Installs the guard now if Triton is imported, else when it is (never in a compile
     worker, where zerojit's own compiles run)."""
-    if os.environ.get("ZEROJIT_COMPILE_WORKER"):
-        return
-    triton = sys.modules.get("triton")
-    if triton is not None:
-        _install(triton)
-    elif not any(isinstance(finder, _AfterImport) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _AfterImport())
+    if not os.environ.get("ZEROJIT_COMPILE_WORKER"):
+        call_after_import("triton", _install)

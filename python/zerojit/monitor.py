@@ -7,7 +7,7 @@ while a stream captures a CUDA graph is refused in every mode.
 
 import json
 
-from . import _core, _triton_guard
+from . import _core, _cute_guard, _triton_guard
 
 __all__ = [
     "mode",
@@ -21,6 +21,7 @@ __all__ = [
     "events",
     "reset_events",
     "triton_guard",
+    "cutedsl_guard",
 ]
 
 
@@ -86,3 +87,12 @@ def triton_guard(enabled=None):
     if enabled is not None:
         _triton_guard.enable(enabled)
     return _triton_guard.enabled()
+
+
+def cutedsl_guard(enabled=None):
+    """Whether the CuTeDSL guard reports and refuses ``cute.compile`` calls for kernels zerojit
+    does not own (on unless ``ZEROJIT_CUTE_GUARD=0``); ``cutedsl_guard(False)`` turns it off,
+    ``cutedsl_guard(True)`` on. Returns the setting in force."""
+    if enabled is not None:
+        _cute_guard.enable(enabled)
+    return _cute_guard.enabled()
