@@ -74,7 +74,8 @@ fleet() {
     "$tool" warmup --compile-only --json --cache-dir "$scratch/$label-$i" --remote-cache "$url" \
       "$@" >"$scratch/$label-$i.json" 2>/dev/null &
   done
-  wait $(jobs -p | grep -v "^$redis_pid\$") 2>/dev/null || true
+  mapfile -t started < <(jobs -p | grep -v "^$redis_pid\$")
+  wait "${started[@]}" 2>/dev/null || true
   end=$(date +%s.%N)
   python3 - "$label" "$start" "$end" "$scratch" "$hosts" <<'PY'
 import json, sys

@@ -8,7 +8,8 @@
 set -euo pipefail
 build=$1
 max_jobs=${2:-$(nproc)}
-extra=${3:-}
+extra=()  # --compile-only, when given
+[ -n "${3:-}" ] && extra=("$3")
 repeats=${REPEATS:-5}
 bench=$build/bench/zerojit_bench_warmup
 scratch=$(mktemp -d)
@@ -17,7 +18,7 @@ run() {  # run LABEL ARGS...: one measurement in a fresh cache directory
   local label=$1
   shift
   echo -n "$label "
-  "$bench" --cache-dir "$(mktemp -d -p "$scratch")" $extra "$@"
+  "$bench" --cache-dir "$(mktemp -d -p "$scratch")" "${extra[@]}" "$@"
 }
 for manifest in default union; do
   jobs=1
@@ -26,12 +27,12 @@ for manifest in default union; do
     ((jobs > 1)) && run processes --mode cold --jobs "$jobs" --manifest "$manifest" --processes
     if ((jobs == max_jobs)); then
       dir=$scratch/$manifest-disk
-      "$bench" --mode cold --jobs "$jobs" --manifest "$manifest" --cache-dir "$dir" $extra \
+      "$bench" --mode cold --jobs "$jobs" --manifest "$manifest" --cache-dir "$dir" "${extra[@]}" \
         --processes >/dev/null
       echo -n "disk "
-      "$bench" --mode disk --jobs "$jobs" --manifest "$manifest" --cache-dir "$dir" $extra
+      "$bench" --mode disk --jobs "$jobs" --manifest "$manifest" --cache-dir "$dir" "${extra[@]}"
       echo -n "memory "
-      "$bench" --mode memory --jobs "$jobs" --manifest "$manifest" $extra
+      "$bench" --mode memory --jobs "$jobs" --manifest "$manifest" "${extra[@]}"
     fi
     jobs=$((jobs * 2))
     if ((jobs > max_jobs && jobs / 2 < max_jobs)); then jobs=$max_jobs; fi

@@ -14,10 +14,10 @@ targets=("$@")
 # Debian packages the build needs; only the missing ones are installed. hiredis and
 # redis-server are for the remote cache tier (docs/CACHE.md, "The remote tier"): hiredis is
 # loaded at run time (nothing links it; the tool runs without it unless a remote is named),
-# redis-server is what its tests start.
+# redis-server is what its tests start; clang-format and shellcheck are checks of the test command.
 packages=(cmake make g++ libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
           libcli11-dev libxxhash-dev python3 python3-dev python3-venv pybind11-dev
-          clang-format-14 libhiredis-dev redis-server)
+          clang-format-14 shellcheck libhiredis-dev redis-server)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||

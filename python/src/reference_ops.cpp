@@ -402,7 +402,7 @@ py::object dcp_pack(py::handle logits, py::handle topk_indices, py::handle packe
   return py::none();
 }
 
-// --- Tolerance-aware comparisons of the compressor outputs (reference/compressor.hpp) --------
+// --- Tolerance-aware comparisons of the compressor outputs (compressor/reference.hpp) --------
 
 // The bytes of a contiguous host tensor.
 std::span<const std::uint8_t> host_bytes(const TensorRef& tensor, std::string_view kernel,

@@ -43,7 +43,7 @@ std::string runtime_jit_hint(const std::string& kernel, const RunCommand& comman
            " narrowed the warmup on purpose; drop it to warm what serving reaches";
   }
   return "the warmup space registered for " + kernel +
-         " misses this runtime call: widen it (its gate in kernels/dsv4/gates.cpp and its "
+         " misses this runtime call: widen it (its gate, kernels/dsv4/<kernel>/gate.cpp, and its "
          "warmup_space) so warmup compiles this key; `zerojit keys` lists what warmup "
          "compiles, and --monitor warn reports every miss without failing";
 }

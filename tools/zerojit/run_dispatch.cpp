@@ -55,7 +55,7 @@ int run_dispatch_only(const RunCommand& command, const dsv4::Dsv4Config& config,
                         "the battery made a " + std::string(call.kind) +
                             " call that the kernel rejects, at " + step.summary() + ": " +
                             error.what(),
-                        "this is a bug in the battery (kernels/dsv4/battery.cpp) or in the "
+                        "this is a bug in the battery (kernels/dsv4/battery/) or in the "
                         "kernel's argument checks; report it with this command line"};
       }
       for (const dsv4::PlannedLaunch& launch : launches) {

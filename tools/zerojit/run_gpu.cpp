@@ -97,7 +97,7 @@ DeviceResult run_on_device(const RunCommand& command, const dsv4::Dsv4Config& co
       throw ToolError{kExitFailure,
                       "the battery made a call that the kernel rejects, at " + step.summary() +
                           ": " + error.what(),
-                      "this is a bug in the battery (kernels/dsv4/battery.cpp) or in the "
+                      "this is a bug in the battery (kernels/dsv4/battery/) or in the "
                       "kernel's argument checks; report it with this command line"};
     }
   }

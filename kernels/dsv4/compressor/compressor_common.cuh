@@ -1,7 +1,7 @@
 // Device pieces shared by the five DSv4 compressor kernels (c4_store*.cu, c128_*.cu): explicit
 // global loads and stores, warp reductions, the RMSNorm weight loads, and the fp8_ds_mla /
 // full-row quantization steps. Every rounding step is pinned (explicit _rn intrinsics or PTX),
-// so the CPU references in kernels/dsv4/reference/compressor.cpp can mirror them.
+// so the CPU references in kernels/dsv4/compressor/reference.cpp can mirror them.
 #pragma once
 
 #include "dsv4/compressor/compressor_params.h"
@@ -141,7 +141,7 @@ __device__ __forceinline__ float group_max(float v) {
 // 448 * 2^m is 2^-8 above it, and at amax = 448 * 2^m the product rounds to 2^m exactly
 // (f32(1/448) exceeds 1/448 by 0.375 ulp): its ceil_pow2 is the same. The floor is the ceil of
 // 1e-4, 2^-13 (E = 114); infinity and NaN give what the division gives (255 and 114).
-// tests/unit/test_dsv4_ds_mla_scale.cpp checks every bf16 value against the division.
+// tests/dsv4/compressor/test_ds_mla_scale.cpp checks every bf16 value against the division.
 __device__ __forceinline__ u32 ds_mla_scale_exponent(float amax) {
   constexpr u32 kFloor = 114u;
   const u32 exponent = ue8m0_ceil_pow2_bits(amax * (1.0f / kCompressorFp8Max));

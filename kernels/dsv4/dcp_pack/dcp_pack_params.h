@@ -4,7 +4,7 @@
 //
 // Compiled by both the host compiler and NVRTC, so it holds builtin types only and includes
 // nothing. The host fills it with device pointers to launch the kernel and with host pointers
-// to call the CPU reference (kernels/dsv4/reference/dcp.hpp).
+// to call the CPU reference (kernels/dsv4/dcp_pack/reference.hpp).
 #pragma once
 
 namespace zj::dsv4 {

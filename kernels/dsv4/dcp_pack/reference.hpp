@@ -1,5 +1,5 @@
 // CPU reference of the DCP top-k exchange (spec section 12): the candidate packing kernel
-// (kernels/dsv4/dcp_pack.cu), the sharding maps it relies on, and the stable global top-k
+// (kernels/dsv4/dcp_pack/dcp_pack.cu), the sharding maps it relies on, and the stable global top-k
 // selection that follows the all-gather, so that one machine can check the whole exchange:
 // pack on every rank, concatenate rank-major, select, and compare with the exact top-k of the
 // unsharded logits.
