@@ -49,6 +49,9 @@ __global__ void __launch_bounds__(kC128CompressThreads)
   const int column = tile * kC128CompressColumns + 4 * (lane & 15);
   const int out_column = tid >> 2;  // merge step: 4 threads per output column
   const int part = tid & 3;
+  // Programmatic dependent launch: token metadata and block-table entries before the wait, the
+  // state rows after it; a CTA with no active token waits on its way out.
+  GridDependency dependency;
   __shared__ float partial_m[kRowsPerLane][kPartialStride];
   __shared__ float partial_s[kRowsPerLane][kPartialStride];
   __shared__ float partial_p[kRowsPerLane][kPartialStride];
@@ -103,6 +106,7 @@ __global__ void __launch_bounds__(kC128CompressThreads)
     for (int index = 0; index < active_count; ++index) {
       const ActiveToken token = active_tokens[index];
       const float* rows = params.state_cache + block_of(token) * params.state_block_stride + column;
+      dependency.wait();
       if (CtaScan && index + 1 < active_count) {
         // The next token's 64 KiB tile streams into L2 while this one is pooled: lane l of each
         // half-warp prefetches row l % 8 of its block, the kv half (l < 8) or the score half.
