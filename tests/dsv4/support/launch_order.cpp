@@ -123,13 +123,13 @@ void Producer::add(void* destination, const std::uint8_t* source, std::size_t by
 }
 
 void Producer::run(LaunchOrder order, const std::function<void(cuda::Stream, bool)>& launch) {
-  const bool device = copies_.empty() || copies_.front().staging != nullptr;
-  if (order == LaunchOrder::alone || !device) {
-    for (Copy& copy : copies_) {
-      if (!copy.host.empty()) std::memcpy(copy.destination, copy.host.data(), copy.bytes);
-    }
+  if (order == LaunchOrder::alone) {
+    launch(nullptr, false);
+    return;
+  }
+  if (copies_.empty() || copies_.front().staging == nullptr) {  // a dry run: host memory
+    for (Copy& copy : copies_) std::memcpy(copy.destination, copy.host.data(), copy.bytes);
     launch(nullptr, order == LaunchOrder::pdl_after_producer);
-    if (device) zerojit::testing::synchronize();
     return;
   }
   zerojit::testing::synchronize();  // the uploads and the poison are in place

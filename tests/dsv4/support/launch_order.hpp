@@ -39,7 +39,8 @@ class Producer {
   void add(void* destination, const std::uint8_t* source, std::size_t bytes, bool device);
 
   // alone: launch(nullptr, false). Otherwise, on a fresh stream: the producer, then
-  // launch(stream, pdl) with pdl set for pdl_after_producer. Waits for the device either way.
+  // launch(stream, pdl) with pdl set for pdl_after_producer, and a wait for the stream. (The
+  // caller waits for the device, as after any launch.)
   void run(LaunchOrder order, const std::function<void(cuda::Stream, bool)>& launch);
 
  private:
