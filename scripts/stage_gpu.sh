@@ -15,7 +15,8 @@ mkdir -p "$stage/tests" "$stage/bench" "$stage/tools" "$stage/python"
 for test in tests/zerojit_core_gpu_tests tests/zerojit_dsv4_gpu_tests tests/cli/zerojit_cli_gpu_tests; do
   if [ -x "$build/$test" ]; then strip -o "$stage/tests/$(basename "$test")" "$build/$test"; fi
 done
-for bench in zerojit_bench_launch zerojit_bench_dispatch zerojit_bench_warmup zerojit_bench_kernels; do
+for bench in zerojit_bench_launch zerojit_bench_dispatch zerojit_bench_warmup zerojit_bench_kernels \
+  zerojit_bench_kernels_before zerojit_bench_chain; do
   if [ -x "$build/bench/$bench" ]; then strip -o "$stage/bench/$bench" "$build/bench/$bench"; fi
 done
 cp -L "$build"/bench/libbenchmark.so.* "$stage/bench/" 2>/dev/null || true

@@ -170,7 +170,7 @@ Measurement Timer::measure_graph(const std::vector<Launch>& launches, int repeti
   return summarize(std::move(microseconds));
 }
 
-Measurement Timer::measure(const std::vector<Launch>& launches, int repetitions) {
+Measurement Timer::measure(const std::vector<Launch>& launches, int repetitions, bool flush) {
   const auto& api = cuda::driver();
   for (const Launch& launch : launches) launch(stream_);
   spin_(1, stream_);  // compiles the spin once
@@ -200,6 +200,7 @@ Measurement Timer::measure(const std::vector<Launch>& launches, int repetitions)
   }
   for (int r = 0; r < repetitions; ++r) {
     const auto i = static_cast<std::size_t>(r);
+    if (flush) flush_l2();
     spin_(spin_cycles, stream_);
     cuda::check(api.cuEventRecord(starts[i], stream_), "cuEventRecord");
     launches[i % launches.size()](stream_);

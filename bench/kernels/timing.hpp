@@ -82,8 +82,9 @@ class Timer {
   Timer& operator=(const Timer&) = delete;
 
   // Warms up (the first launch of each set compiles and loads), then times `repetitions`
-  // launches, rotating among the sets.
-  Measurement measure(const std::vector<Launch>& launches, int repetitions);
+  // launches, rotating among the sets. `flush`: an L2 flush before each spin (the chain
+  // benchmark's eager timing, whose decode-sized inputs would otherwise stay in L2).
+  Measurement measure(const std::vector<Launch>& launches, int repetitions, bool flush = false);
 
   // Device time as a CUDA graph replays it: one graph holding one launch per input set (no
   // host gaps between them), each replay after an L2 flush (a write of 4x the L2), timed with

@@ -136,6 +136,24 @@ void AttentionKernels::route(const CompressorCall& call, Visitor&& visit) const 
   }
 }
 
+// Programmatic dependent launch for every kernel a call launches (the launch option each
+// kernel's arguments carry as `pdl`; docs/DESIGN.md, "Programmatic dependent launch").
+inline void set_pdl(IndexerQFp8Args& args, bool pdl) { args.inputs.pdl = pdl; }
+inline void set_pdl(IndexerQMxFp4Args& args, bool pdl) { args.inputs.pdl = pdl; }
+inline void set_pdl(DequantGatherArgs& args, bool pdl) { args.pdl = pdl; }
+inline void set_pdl(C4StoreArgs& args, bool pdl) { args.pdl = pdl; }
+inline void set_pdl(C128CompressArgs& args, bool pdl) { args.pdl = pdl; }
+inline void set_pdl(C128StoreArgs& args, bool pdl) { args.pdl = pdl; }
+inline void set_pdl(DcpPackArgs& args, bool pdl) { args.pdl = pdl; }
+inline void set_pdl(CompressorCall& call, bool pdl) {
+  set_pdl(call.c4, pdl);
+  set_pdl(call.c128_compress, pdl);
+  set_pdl(call.c128_store, pdl);
+}
+inline void set_pdl(Dsv4Call& call, bool pdl) {
+  std::visit([pdl](auto& args) { set_pdl(args, pdl); }, call);
+}
+
 // Every DSv4 kernel owner, for tools that list or reset them.
 inline std::vector<KernelBase*> all_kernels() { return kFamily.kernels(); }
 

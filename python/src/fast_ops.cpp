@@ -56,6 +56,15 @@ bool has_arguments(const char* op, Py_ssize_t given, Py_ssize_t expected) {
   return false;
 }
 
+// The compressor entry points take a trailing `pdl` flag (vLLM's pdl_kwargs, honoured): the
+// expected count, or one more.
+bool has_arguments_and_pdl(const char* op, Py_ssize_t given, Py_ssize_t expected) {
+  if (given == expected || given == expected + 1) return true;
+  PyErr_Format(PyExc_TypeError, "zerojit._core.fast.%s takes %zd positional arguments (%zd given)",
+               op, expected, given);
+  return false;
+}
+
 // The size of dim `dim` of an input that sizes an output, checked before the kernel's own
 // validation so that the allocation never sees a nonsensical shape.
 std::int64_t extent(const FastCall& call, const TensorRef& tensor, std::string_view argument,
@@ -223,9 +232,9 @@ void launch_store(FastCall& call, bool full_rows, const Args& args, auto& ds_mla
 
 // (state_cache, token_to_req, positions, slot_mapping, block_table, block_size|None,
 //  rms_norm_weight, eps, cos_sin_cache, k_cache, kv_slot_mapping, kv_cache_block_size|None,
-//  kv_block_stride|None, fp8_scale|None, store_full_kv|None, store_full_fp8|None, stream)
+//  kv_block_stride|None, fp8_scale|None, store_full_kv|None, store_full_fp8|None, stream[, pdl])
 PyObject* c4_store(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (!has_arguments("c4_store", nargs, 17)) return nullptr;
+  if (!has_arguments_and_pdl("c4_store", nargs, 17)) return nullptr;
   return guarded([&]() -> PyObject* {
     auto& ds_mla = dsv4::C4StoreKernel::instance();
     auto& full = dsv4::C4StoreFullKernel::instance();
@@ -247,6 +256,7 @@ PyObject* c4_store(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     a.cos_sin_cache = call.tensor(args[8], "cos_sin_cache");
     a.kv_slot_mapping = call.tensor(args[10], "kv_slot_mapping");
     a.fp8_scale = fp8_scale_or_unit(call, args[13], args[9], a.k_cache.desc);
+    a.pdl = nargs > 17 && PyObject_IsTrue(args[17]) == 1;
     const ArgumentChecks checks(call.kernel());
     checks.matches_size(call.optional_integer(args[5], "block_size"), "block_size",
                         a.state_cache.desc, "state_cache", 1);
@@ -334,9 +344,9 @@ PyObject* c128_store(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // (state_cache, token_to_req, positions, slot_mapping, block_table, block_size|None,
 //  compressed_kv|None, rms_norm_weight, eps, cos_sin_cache, k_cache, kv_slot_mapping,
 //  kv_cache_block_size|None, kv_block_stride|None, fp8_scale|None, store_full_kv|None,
-//  store_full_fp8|None, stream)
+//  store_full_fp8|None, stream[, pdl])
 PyObject* c128_split(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (!has_arguments("c128_split", nargs, 18)) return nullptr;
+  if (!has_arguments_and_pdl("c128_split", nargs, 18)) return nullptr;
   return guarded([&]() -> PyObject* {
     auto& compress = dsv4::C128CompressKernel::instance();
     FastCall call(compress.name(), args[17]);
@@ -353,6 +363,7 @@ PyObject* c128_split(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     stage2.compressed_kv = stage1.compressed_kv;
     stage2.positions = stage1.positions;
     stage2.slot_mapping = stage1.slot_mapping;
+    stage1.pdl = stage2.pdl = nargs > 18 && PyObject_IsTrue(args[18]) == 1;
     // The store's arguments are checked (planned) before the compress launches: a call that
     // fails launches nothing, and leaves a given compressed_kv as it was.
     call.set_kernel(full_rows ? dsv4::C128StoreFullKernel::instance().name()

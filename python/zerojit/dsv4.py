@@ -299,6 +299,7 @@ def fused_kv_compress_norm_rope_insert_sparse_attn(
     store_full_kv=None,
     store_full_fp8=None,
     stream=None,
+    pdl=False,
     _reference=False,
 ):
     """C4 (ratio 4): for each boundary token, softmax-pool its 8 overlapping state rows,
@@ -309,7 +310,8 @@ def fused_kv_compress_norm_rope_insert_sparse_attn(
     + scale bytes), bfloat16 = full BF16 rows, float8_e4m3fn = full per-tensor-scaled rows
     (``fp8_scale``, default 1). ``block_size``, ``kv_cache_block_size``, ``kv_block_stride``,
     ``store_full_kv`` and ``store_full_fp8`` are optional and, when given, must agree with the
-    tensors. Writes ``k_cache`` in place; returns None.
+    tensors. ``pdl``: launch with programmatic dependent launch (the launch path; the traced
+    path launches without). Writes ``k_cache`` in place; returns None.
     """
     args = (state_cache, token_to_req_indices, positions, slot_mapping, block_table, block_size,
             rms_norm_weight, rms_norm_eps, cos_sin_cache, k_cache, kv_slot_mapping,
@@ -318,7 +320,7 @@ def fused_kv_compress_norm_rope_insert_sparse_attn(
         return _cpu.c4_store(*args, _default_fp8_scale(k_cache, fp8_scale), store_full_kv,
                                    store_full_fp8)
     if _eager(state_cache):
-        _fast.c4_store(*args, fp8_scale, store_full_kv, store_full_fp8, stream)
+        _fast.c4_store(*args, fp8_scale, store_full_kv, store_full_fp8, stream, pdl)
     else:
         _torch_ops().c4_store(state_cache, token_to_req_indices, positions, slot_mapping,
                               block_table, rms_norm_weight, float(rms_norm_eps), cos_sin_cache,
@@ -410,17 +412,20 @@ def split_kv_compress_norm_rope_insert_sparse_attn(
     store_full_kv=None,
     store_full_fp8=None,
     stream=None,
+    pdl=False,
     _reference=False,
 ):
     """C128 (ratio 128): ``sparse_attn_compress_c128`` into ``compressed_kv`` (allocated when
-    None), then ``sparse_attn_norm_rope_store`` into ``k_cache``. Returns None.
+    None), then ``sparse_attn_norm_rope_store`` into ``k_cache``. ``pdl``: launch both with
+    programmatic dependent launch (the launch path; the traced path launches without). Returns
+    None.
     """
     if not _reference and _eager(state_cache):
         # Both launches in one call.
         _fast.c128_split(state_cache, token_to_req_indices, positions, slot_mapping, block_table,
                          block_size, compressed_kv, rms_norm_weight, rms_norm_eps, cos_sin_cache,
                          k_cache, kv_slot_mapping, kv_cache_block_size, kv_block_stride,
-                         fp8_scale, store_full_kv, store_full_fp8, stream)
+                         fp8_scale, store_full_kv, store_full_fp8, stream, pdl)
         return None
     compressed = sparse_attn_compress_c128(
         state_cache,
@@ -514,11 +519,13 @@ def compress_norm_rope_store(
     in place; returns None.
 
     ``k_cache_metadata`` is an object with a ``slot_mapping`` attribute (the compressed-cache
-    slots), or that tensor itself. ``pdl_kwargs`` is accepted and ignored (the kernels use no
-    programmatic dependent launch). The shape arguments must be the DSv4 values the kernels are
-    built for.
+    slots), or that tensor itself. ``pdl_kwargs`` is vLLM's launch options for the Triton path:
+    ``{"launch_pdl": True}`` launches the kernels with programmatic dependent launch (each waits
+    for the kernel before it in the stream before it reads what that kernel writes; docs/DESIGN.md,
+    "Programmatic dependent launch"), anything else without. The shape arguments must be the DSv4
+    values the kernels are built for.
     """
-    del pdl_kwargs
+    pdl = bool((pdl_kwargs or {}).get("launch_pdl", False))
     if rms_norm_weight is None:
         raise _errors.InvalidArgument(
             "dsv4.compressor: argument 'rms_norm_weight': is required",
@@ -571,6 +578,7 @@ def compress_norm_rope_store(
             store_full_kv=full_kv,
             store_full_fp8=full_fp8,
             stream=stream,
+            pdl=pdl,
             _reference=_reference,
         )
     num_actual = _integer(num_actual, "dsv4.compressor", "num_actual")
@@ -592,6 +600,7 @@ def compress_norm_rope_store(
         store_full_kv=full_kv,
         store_full_fp8=full_fp8,
         stream=stream,
+        pdl=pdl,
         _reference=_reference,
     )
 

@@ -84,6 +84,7 @@ LaunchSpecWithOutputs<C128CompressKey, TensorRef> C128CompressKernel::plan(
       static_cast<std::uint32_t>(params::c128_compress_grid(tokens, multiprocessors));
   spec.geometry.shared_bytes = key.cta_scan ? params::kC128CompressWideListBytes : 0;
   spec.geometry.block.x = params::kC128CompressThreads;
+  spec.geometry.attributes.programmatic_serialization = a.pdl;
   spec.args.push(p);
   return spec;
 }

@@ -49,6 +49,9 @@ __global__ void __launch_bounds__(kC128CompressThreads)
   const int column = tile * kC128CompressColumns + 4 * (lane & 15);
   const int out_column = tid >> 2;  // merge step: 4 threads per output column
   const int part = tid & 3;
+  // Programmatic dependent launch: token metadata before the wait, block-table entries and the
+  // state rows after it; a CTA with no active token waits on its way out.
+  GridDependency dependency;
   __shared__ float partial_m[kRowsPerLane][kPartialStride];
   __shared__ float partial_s[kRowsPerLane][kPartialStride];
   __shared__ float partial_p[kRowsPerLane][kPartialStride];
@@ -100,6 +103,10 @@ __global__ void __launch_bounds__(kC128CompressThreads)
                                        first, range.end, examine, active_tokens)
                                  : collect_active_tokens(first, range.end, examine, active_tokens);
 
+    // Waited for once, before the pooling loop rather than inside it: a wait in the loop body
+    // made the 64-token decode call 0.7 us slower (4.4 -> 5.1 us on the H200), the loop no
+    // longer scheduled as before.
+    if (active_count > 0) dependency.wait();
     for (int index = 0; index < active_count; ++index) {
       const ActiveToken token = active_tokens[index];
       const float* rows = params.state_cache + block_of(token) * params.state_block_stride + column;

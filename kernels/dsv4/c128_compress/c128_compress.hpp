@@ -49,6 +49,10 @@ struct C128CompressArgs {
   TensorRef slot_mapping;
   TensorRef block_table;
   TensorRef compressed_kv;  // output; rows of inactive tokens stay unwritten
+  // Launch with programmatic dependent launch (PDL): the kernel may start while the kernel
+  // before it in the stream still runs, and waits for it before reading what it writes. A launch
+  // option, not a key field (docs/DESIGN.md, "Programmatic dependent launch").
+  bool pdl = false;
 
   C128CompressDescriptors descriptors() const {
     return {state_cache.desc,  token_to_req.desc, positions.desc,

@@ -41,10 +41,11 @@ void fill_c128_common(Params& p, const C128StoreArgs& a) {
   p.num_kv_slots = a.kv_slot_mapping.desc.size(0);
 }
 
-LaunchGeometry c128_store_geometry(std::int64_t tokens) {
+LaunchGeometry c128_store_geometry(std::int64_t tokens, bool pdl) {
   LaunchGeometry geometry;
   geometry.grid.x = static_cast<std::uint32_t>(params::c128_store_grid(tokens));
   geometry.block.x = params::kC128StoreThreads;
+  geometry.attributes.programmatic_serialization = pdl;
   return geometry;
 }
 
@@ -128,7 +129,7 @@ LaunchSpec<C128StoreKey> C128StoreKernel::plan(const C128StoreArgs& a) const {
   // The key's page stride is stride(0) (checked above) or, for one page, made valid by dispatch.
   params::C128StoreParams p{};
   fill_c128_common(p, a);
-  spec.geometry = c128_store_geometry(p.num_tokens);
+  spec.geometry = c128_store_geometry(p.num_tokens, a.pdl);
   spec.args.push(p);
   return spec;
 }
@@ -184,7 +185,7 @@ LaunchSpec<C128StoreFullKey> C128StoreFullKernel::plan(const C128StoreArgs& a) c
   p.kv_row_stride_bytes = stride_bytes(cache, 1);
   p.kv_cache_block_size = cache.size(1);
   p.fp8_scale = fp8 ? a.fp8_scale->as<const float>() : nullptr;
-  spec.geometry = c128_store_geometry(p.num_tokens);
+  spec.geometry = c128_store_geometry(p.num_tokens, a.pdl);
   spec.args.push(p);
   return spec;
 }

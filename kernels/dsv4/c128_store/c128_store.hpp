@@ -91,6 +91,10 @@ struct C128StoreArgs {
   TensorRef k_cache;
   TensorRef kv_slot_mapping;
   std::optional<TensorRef> fp8_scale;
+  // Launch with programmatic dependent launch (PDL): the kernel may start while the kernel
+  // before it in the stream still runs, and waits for it before reading what it writes. A launch
+  // option, not a key field (docs/DESIGN.md, "Programmatic dependent launch").
+  bool pdl = false;
 
   C128StoreDescriptors descriptors() const;
 };

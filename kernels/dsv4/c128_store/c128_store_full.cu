@@ -27,30 +27,32 @@ template <bool StoreFullFp8, typename NormWeightT>
 __global__ void __launch_bounds__(kC128StoreThreads, kC128StoreMinBlocksPerSm)
     c128_store_full_kernel(const __grid_constant__ C128StoreFullParams params) {
   using namespace compressor;
+  GridDependency dependency;                    // waited for before any copy, or on the way out
   if (params.kv_cache_block_size <= 0) return;  // uniform over the grid: nothing to address
   const int lane = threadIdx.x & 31;
 
-  for_each_c128_row<NormWeightT>(params, [&](const ActiveToken& token, const C128Lane& y) {
-    unsigned char* row = full_row(params.k_cache, token.kv_slot, params.kv_cache_block_size,
-                                  params.kv_block_stride_bytes, params.kv_row_stride_bytes);
-    if (StoreFullFp8) {
-      const float multiplier = __fdiv_rn(1.0f, params.fp8_scale[0]);  // read only with work
+  for_each_c128_row<NormWeightT>(
+      params, dependency, [&](const ActiveToken& token, const C128Lane& y) {
+        unsigned char* row = full_row(params.k_cache, token.kv_slot, params.kv_cache_block_size,
+                                      params.kv_block_stride_bytes, params.kv_row_stride_bytes);
+        if (StoreFullFp8) {
+          const float multiplier = __fdiv_rn(1.0f, params.fp8_scale[0]);  // read only with work
 #pragma unroll
-      for (int c = 0; c < kC128Chunks; ++c) {
-        store_u32(
-            row + c128_chunk_dim(lane, c),
-            quantize_e4m3x2(round_to_bf16(y.v[c][0]), round_to_bf16(y.v[c][1]), multiplier) |
-                (quantize_e4m3x2(round_to_bf16(y.v[c][2]), round_to_bf16(y.v[c][3]), multiplier)
-                 << 16));
-      }
-    } else {
+          for (int c = 0; c < kC128Chunks; ++c) {
+            store_u32(
+                row + c128_chunk_dim(lane, c),
+                quantize_e4m3x2(round_to_bf16(y.v[c][0]), round_to_bf16(y.v[c][1]), multiplier) |
+                    (quantize_e4m3x2(round_to_bf16(y.v[c][2]), round_to_bf16(y.v[c][3]), multiplier)
+                     << 16));
+          }
+        } else {
 #pragma unroll
-      for (int c = 0; c < kC128Chunks; ++c) {
-        store_u32x2(row + 2 * c128_chunk_dim(lane, c), pack_bf16x2_rn(y.v[c][0], y.v[c][1]),
-                    pack_bf16x2_rn(y.v[c][2], y.v[c][3]));
-      }
-    }
-  });
+          for (int c = 0; c < kC128Chunks; ++c) {
+            store_u32x2(row + 2 * c128_chunk_dim(lane, c), pack_bf16x2_rn(y.v[c][0], y.v[c][1]),
+                        pack_bf16x2_rn(y.v[c][2], y.v[c][3]));
+          }
+        }
+      });
 }
 
 }  // namespace zj::dsv4

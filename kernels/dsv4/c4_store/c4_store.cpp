@@ -58,10 +58,11 @@ void fill_c4_common(Params& p, const C4StoreArgs& a) {
   p.kv_cache_block_size = a.k_cache.desc.size(1);
 }
 
-LaunchGeometry c4_geometry(std::int64_t num_tokens) {
+LaunchGeometry c4_geometry(std::int64_t num_tokens, bool pdl) {
   LaunchGeometry geometry;
   geometry.grid.x = static_cast<std::uint32_t>(params::c4_store_grid(num_tokens));
   geometry.block.x = params::kC4StoreThreads;
+  geometry.attributes.programmatic_serialization = pdl;
   return geometry;
 }
 
@@ -150,7 +151,7 @@ LaunchSpec<C4StoreKey> C4StoreKernel::plan(const C4StoreArgs& a) const {
   params::C4StoreParams p{};
   fill_c4_common(p, a);
   p.kv_block_stride_bytes = cache.stride(0);
-  spec.geometry = c4_geometry(p.num_tokens);
+  spec.geometry = c4_geometry(p.num_tokens, a.pdl);
   spec.args.push(p);
   return spec;
 }
@@ -207,7 +208,7 @@ LaunchSpec<C4StoreFullKey> C4StoreFullKernel::plan(const C4StoreArgs& a) const {
   p.kv_block_stride_bytes = stride_bytes(cache, 0);
   p.kv_row_stride_bytes = stride_bytes(cache, 1);
   p.fp8_scale = fp8 ? a.fp8_scale->as<const float>() : nullptr;
-  spec.geometry = c4_geometry(p.num_tokens);
+  spec.geometry = c4_geometry(p.num_tokens, a.pdl);
   spec.args.push(p);
   return spec;
 }

@@ -34,6 +34,9 @@ __global__ void __launch_bounds__(kC4StoreThreads, kC4StoreMinBlocksPerSm)
   const int elem_base = tid * 8;
   const bool is_rope = group == kCompressorNopeDim / kCompressorQuantBlock;
 
+  // Programmatic dependent launch: token metadata and block-table entries before the wait,
+  // the state rows after it (c4_pool_and_norm); a CTA with no active token waits on its way out.
+  GridDependency dependency;
   __shared__ ActiveToken active_tokens[kTokensPerRound];
   const TokenRange range = chunk_tokens(params.num_tokens, blockIdx.x, gridDim.x);
   for (long long first = range.begin; first < range.end; first += kTokensPerRound) {
@@ -62,7 +65,7 @@ __global__ void __launch_bounds__(kC4StoreThreads, kC4StoreMinBlocksPerSm)
       }
 
       float y[8];
-      c4_pool_and_norm<NormWeightT>(params, token, elem_base, y);
+      c4_pool_and_norm<NormWeightT>(params, token, elem_base, dependency, y);
 
       // amax over the group's 64 BF16-rounded values: 8 per lane, then 3 butterfly steps within
       // the group's 8 lanes. Group 7 shuffles too (full-warp masks) and ignores the result.

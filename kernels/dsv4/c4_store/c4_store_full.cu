@@ -31,6 +31,9 @@ __global__ void __launch_bounds__(kC4StoreThreads, kC4StoreMinBlocksPerSm)
   const int elem_base = tid * 8;
   const bool is_rope = elem_base >= kCompressorNopeDim;
 
+  // Programmatic dependent launch: token metadata and block-table entries before the wait,
+  // the state rows after it (c4_pool_and_norm); a CTA with no active token waits on its way out.
+  GridDependency dependency;
   __shared__ ActiveToken active_tokens[kTokensPerRound];
   const TokenRange range = chunk_tokens(params.num_tokens, blockIdx.x, gridDim.x);
   for (long long first = range.begin; first < range.end; first += kTokensPerRound) {
@@ -60,7 +63,7 @@ __global__ void __launch_bounds__(kC4StoreThreads, kC4StoreMinBlocksPerSm)
       }
 
       float y[8];
-      c4_pool_and_norm<NormWeightT>(params, token, elem_base, y);
+      c4_pool_and_norm<NormWeightT>(params, token, elem_base, dependency, y);
       if (is_rope) {
 #pragma unroll
         for (int i = 0; i < 4; ++i) {

@@ -6,6 +6,7 @@
 
 #include "dsv4/compressor/compressor_params.h"
 #include "zerojit/device/async_copy.cuh"
+#include "zerojit/device/grid_dependency.cuh"
 #include "zerojit/device/numerics.cuh"
 
 namespace zj::dsv4::compressor {
@@ -319,9 +320,12 @@ __device__ __forceinline__ bool c4_examine_token(const Params& params, long long
 // exactly nothing.
 // Calling it again for the next token needs no extra barrier: every read of row_offset, pooled
 // and warp_partial precedes a barrier that every thread must pass before either is rewritten.
+// Programmatic dependent launch: the block-table lookups (step metadata) come before
+// `dependency`'s wait, the state rows (the kernel before writes them) after it.
 template <typename NormWeightT, typename Params>
 __device__ __forceinline__ void c4_pool_and_norm(const Params& params, const ActiveToken& token,
-                                                 int elem_base, float (&y)[8]) {
+                                                 int elem_base, GridDependency& dependency,
+                                                 float (&y)[8]) {
   constexpr int kHalf = kCompressorHeadSize / 2;  // the second pooled run of a thread
   __shared__ long long row_offset[kC4PooledRows];
   __shared__ __align__(16) float pooled[kCompressorHeadSize];
@@ -343,6 +347,7 @@ __device__ __forceinline__ void c4_pool_and_norm(const Params& params, const Act
     row_offset[tid] = offset;
   }
   __syncthreads();
+  dependency.wait();
 
   const int pool_base = tid * 4;
   float kv[kC4PooledRows][8];
@@ -603,8 +608,12 @@ __device__ __forceinline__ ActiveToken shuffle_active_token(const ActiveToken& r
 // other, a sparse batch costs one metadata latency per warp and a dense one keeps two rows of
 // every warp in flight while it computes. The block is kC128StoreThreads threads (the plan's
 // geometry; __launch_bounds__ refuses more), which sizes the staging and the token chunks.
+// Programmatic dependent launch: a warp examines its first tokens (step metadata) before
+// `dependency`'s wait and copies compressed_kv rows (C128 compress, the kernel before, writes
+// them) only after it.
 template <typename NormWeightT, typename Params, typename Store>
-__device__ __forceinline__ void for_each_c128_row(const Params& params, Store store) {
+__device__ __forceinline__ void for_each_c128_row(const Params& params, GridDependency& dependency,
+                                                  Store store) {
   __shared__ alignas(16) unsigned char staging[kC128StoreWarps][kC128Stages][kC128StageBytes];
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
@@ -619,6 +628,7 @@ __device__ __forceinline__ void for_each_c128_row(const Params& params, Store st
     const bool active = token < range.end && c128_store_examine_token(params, token, record);
     unsigned pending = __ballot_sync(kFullMask, active);
     if (pending == 0u) continue;
+    dependency.wait();
 
     // Starts the next active row's copy into `stage` (if any row is left) and always commits
     // one group, so that wait_copies counts rows. Warp-uniform: the shuffles see every lane.

@@ -77,6 +77,7 @@ LaunchSpecWithOutputs<DcpPackKey, TensorRef> DcpPackKernel::plan(const DcpPackAr
   spec.geometry.grid = {static_cast<std::uint32_t>(grid.rows),
                         static_cast<std::uint32_t>(grid.tiles), 1};
   spec.geometry.block.x = params::kDcpPackThreadsPerBlock;
+  spec.geometry.attributes.programmatic_serialization = a.pdl;
   spec.args.push(p);
   return spec;
 }

@@ -24,7 +24,10 @@
 // and one logit per valid (>= 0) index at column clamp(l + row_start, 0, max(N - 1, 0)).
 //
 // All offsets are 64-bit: decode logits of R x ~1M columns exceed 2^31 elements.
+// Programmatic dependent launch: row_starts is read before the grid-dependency wait, the
+// indices and logits after it (zerojit/device/grid_dependency.cuh).
 #include "dsv4/dcp_pack/dcp_pack_params.h"
+#include "zerojit/device/grid_dependency.cuh"
 #include "zerojit/device/numerics.cuh"
 
 namespace zj::dsv4 {
@@ -59,7 +62,9 @@ __device__ __forceinline__ PackedCandidate pack_candidate(const u32* logits_row,
   long long col = static_cast<long long>(local_index) + row_start;
   col = col < last_col ? col : last_col;
   col = col > 0 ? col : 0;
-  candidate.score_bits = __ldg(logits_row + col * logits_stride_col);
+  asm volatile("ld.global.nc.u32 %0, [%1];"
+               : "=r"(candidate.score_bits)
+               : "l"(logits_row + col * logits_stride_col));
 
   // Global position of local position l on this rank: g = (l / I) * (W * I) + rank * I + l % I.
   // Computed in 64 bits so that no index wraps; ids above 2^24 round to nearest even when
@@ -71,6 +76,14 @@ __device__ __forceinline__ PackedCandidate pack_candidate(const u32* logits_row,
                            static_cast<long long>(local % static_cast<u32>(CpInterleave));
   candidate.id_bits = __float_as_uint(__ll2float_rn(global));
   return candidate;
+}
+
+// One int, read-only. Volatile asm, not __ldg: the compiler may move a read-only intrinsic
+// above the kernel's grid-dependency wait.
+__device__ __forceinline__ int load_int(const int* address) {
+  int value;
+  asm volatile("ld.global.nc.s32 %0, [%1];" : "=r"(value) : "l"(address));
+  return value;
 }
 
 __device__ __forceinline__ bool is_aligned(const void* pointer, unsigned long long alignment) {
@@ -89,6 +102,10 @@ __global__ void __launch_bounds__(kDcpPackThreadsPerBlock)
   using dcp_pack_detail::pack_candidate;
   using dcp_pack_detail::PackedCandidate;
 
+  // Programmatic dependent launch: the row start (step metadata) is read before the wait, the
+  // top-k indices and logits (the kernels before produce them) after it; a thread that leaves
+  // early still waits (GridDependency's destructor).
+  GridDependency dependency;
   const long long row = blockIdx.x;
   if (row >= params.num_rows) return;
   const int col0 = static_cast<int>(blockIdx.y) * kDcpPackColumnsPerTile +
@@ -96,20 +113,26 @@ __global__ void __launch_bounds__(kDcpPackThreadsPerBlock)
   if (col0 >= TopK) return;
   const bool has_second = col0 + 1 < TopK;
 
+  long long row_start = 0;
+  if constexpr (HasRowStarts) row_start = dcp_pack_detail::load_int(params.row_starts + row);
+  dependency.wait();
+
   // Both indices are loaded first, so the two logit gathers that depend on them are
-  // independent and overlap.
+  // independent and overlap. Volatile asm, not __ldg: the compiler may hoist a read-only
+  // intrinsic above the wait.
   const int* index_row = params.topk_indices + row * params.topk_indices_stride_row;
   int index0;
   int index1 = -1;
   if (has_second && params.topk_indices_stride_col == 1 && is_aligned(index_row + col0, 8)) {
-    asm("ld.global.nc.v2.s32 {%0, %1}, [%2];" : "=r"(index0), "=r"(index1) : "l"(index_row + col0));
+    asm volatile("ld.global.nc.v2.s32 {%0, %1}, [%2];"
+                 : "=r"(index0), "=r"(index1)
+                 : "l"(index_row + col0));
   } else {
-    index0 = __ldg(index_row + col0 * params.topk_indices_stride_col);
-    if (has_second) index1 = __ldg(index_row + (col0 + 1) * params.topk_indices_stride_col);
+    index0 = dcp_pack_detail::load_int(index_row + col0 * params.topk_indices_stride_col);
+    if (has_second) {
+      index1 = dcp_pack_detail::load_int(index_row + (col0 + 1) * params.topk_indices_stride_col);
+    }
   }
-
-  long long row_start = 0;
-  if constexpr (HasRowStarts) row_start = __ldg(params.row_starts + row);
   const long long last_col = params.num_cols > 0 ? params.num_cols - 1 : 0;
   const u32* logits_row =
       reinterpret_cast<const u32*>(params.logits) + row * params.logits_stride_row;

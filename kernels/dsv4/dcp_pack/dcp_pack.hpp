@@ -55,6 +55,10 @@ struct DcpPackArgs {
   int dcp_rank = 0;
   int dcp_world_size = 2;
   int cp_interleave = 1;
+  // Launch with programmatic dependent launch (PDL): the kernel may start while the kernel
+  // before it in the stream still runs, and waits for it before reading what it writes. A launch
+  // option, not a key field (docs/DESIGN.md, "Programmatic dependent launch").
+  bool pdl = false;
 
   DcpPackDescriptors descriptors() const {
     return {logits.desc,

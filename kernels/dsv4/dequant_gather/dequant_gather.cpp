@@ -89,6 +89,7 @@ LaunchSpec<DequantGatherKey> DequantGatherKernel::plan(const DequantGatherArgs& 
   spec.geometry.grid = {static_cast<std::uint32_t>(num_reqs),
                         static_cast<std::uint32_t>(p.num_workers), 1};
   spec.geometry.block.x = params::kDequantGatherThreadsPerBlock;
+  spec.geometry.attributes.programmatic_serialization = a.pdl;
   spec.args.push(p);
   return spec;
 }

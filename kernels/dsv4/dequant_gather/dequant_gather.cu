@@ -31,6 +31,7 @@
 // negative. Reads: page bytes [0, B * 584) only; stride(1) of the cache is not used.
 #include "dsv4/dequant_gather/dequant_gather_params.h"
 #include "zerojit/device/async_copy.cuh"
+#include "zerojit/device/grid_dependency.cuh"
 #include "zerojit/device/numerics.cuh"
 
 namespace zj::dsv4 {
@@ -97,6 +98,10 @@ __global__ void __launch_bounds__(kDequantGatherThreadsPerBlock, kDequantGatherM
 
   __shared__ alignas(16) unsigned char staging[kWarps][kStages][detail::kStageBytes];
 
+  // Programmatic dependent launch: lengths and block-table entries (step metadata) are read
+  // before the wait, the K cache (the kernels before write it) after it, and nothing is written
+  // before it. A warp that leaves early still waits (GridDependency's destructor).
+  GridDependency dependency;
   const long long request = blockIdx.x;
   if (request >= params.num_reqs) return;
   const int warp = static_cast<int>(threadIdx.x) / 32;
@@ -127,6 +132,7 @@ __global__ void __launch_bounds__(kDequantGatherThreadsPerBlock, kDequantGatherM
   };
   detail::RowSource current = lookup(lane);
   detail::RowSource next = lookup(32 + lane);
+  dependency.wait();
 
   const u32 warp_staging = shared_address(&staging[warp][0][0]);
   unsigned stage_valid = 0;  // Bit s: the row in stage s is real (warp-uniform).

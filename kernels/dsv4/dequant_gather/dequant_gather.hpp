@@ -44,6 +44,10 @@ struct DequantGatherArgs {
   std::optional<TensorRef> gather_lens;
   TensorRef block_table;
   std::int64_t offset = 0;  // first destination row
+  // Launch with programmatic dependent launch (PDL): the kernel may start while the kernel
+  // before it in the stream still runs, and waits for it before reading what it writes. A launch
+  // option, not a key field (docs/DESIGN.md, "Programmatic dependent launch").
+  bool pdl = false;
 
   DequantGatherDescriptors descriptors() const {
     return {out.desc, k_cache.desc, seq_lens.desc,

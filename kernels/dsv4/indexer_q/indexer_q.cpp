@@ -73,8 +73,9 @@ void check_weights_out(const ArgumentChecks& checks, const TensorRef& weights_ou
   checks.same_device(weights_out.desc, "weights_out", in.q.desc);
 }
 
-LaunchGeometry geometry(const IndexerQKey& key, std::int64_t num_tokens) {
+LaunchGeometry geometry(const IndexerQKey& key, std::int64_t num_tokens, bool pdl) {
   LaunchGeometry geometry;
+  geometry.attributes.programmatic_serialization = pdl;
   geometry.grid.x = static_cast<std::uint32_t>(
       zj::dsv4::indexer_q_grid_size(num_tokens, key.head_dim, key.num_heads, key.coarsen));
   geometry.block.x = zj::dsv4::kIndexerQThreadsPerBlock;
@@ -162,7 +163,8 @@ LaunchSpecWithOutputs<IndexerQKey, IndexerQFp8Outputs> IndexerQFp8Kernel::plan(
 
   zj::dsv4::IndexerQParams params = input_params(in, out.weights_out);
   params.q_fp8 = out.q_fp8.as<unsigned char>();
-  LaunchSpecWithOutputs<IndexerQKey, IndexerQFp8Outputs> spec{key, geometry(key, tokens), {}, out};
+  LaunchSpecWithOutputs<IndexerQKey, IndexerQFp8Outputs> spec{
+      key, geometry(key, tokens, in.pdl), {}, out};
   spec.device = in.q.desc.device.ordinal;
   spec.args.push(params);
   return spec;
@@ -203,7 +205,7 @@ LaunchSpecWithOutputs<IndexerQKey, IndexerQMxFp4Outputs> IndexerQMxFp4Kernel::pl
   params.q_packed = out.q_packed.as<unsigned char>();
   params.q_scale = out.q_scale.as<unsigned char>();
   LaunchSpecWithOutputs<IndexerQKey, IndexerQMxFp4Outputs> spec{
-      key, geometry(key, tokens), {}, out};
+      key, geometry(key, tokens, in.pdl), {}, out};
   spec.device = in.q.desc.device.ordinal;
   spec.args.push(params);
   return spec;

@@ -47,6 +47,10 @@ struct IndexerQInputs {
   TensorRef cos_sin_cache;
   TensorRef weights;
   float scale = 0.0f;  // softmax_scale * head_scale
+  // Launch with programmatic dependent launch (PDL): the kernel may start while the kernel
+  // before it in the stream still runs, and waits for it before reading what it writes. A launch
+  // option, not a key field (docs/DESIGN.md, "Programmatic dependent launch").
+  bool pdl = false;
 
   IndexerQDescriptors descriptors() const {
     return {positions.desc, q.desc, cos_sin_cache.desc, weights.desc};

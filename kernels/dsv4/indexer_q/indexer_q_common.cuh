@@ -58,6 +58,9 @@ struct Placement {
   long long first_row;  // token * H + first head: the (token, head) row index of head 0.
   int lane;
   bool active;  // token < T. Inactive threads still run the shuffles, with zeros.
+  // positions[token] for the lanes that rotate rope dims (0 elsewhere): loaded by load_position
+  // before the grid-dependency wait, since no kernel of the step writes positions.
+  long long position;
 };
 
 template <class G>
@@ -71,28 +74,35 @@ __device__ __forceinline__ Placement place_thread(long long num_tokens) {
   p.first_row = p.token * G::kNumHeads + static_cast<long long>(head_tile) * G::kCoarsen;
   p.lane = static_cast<int>(threadIdx.x) % G::kLanesPerRow;
   p.active = p.token < num_tokens;
+  p.position = 0;
   return p;
 }
 
 // --- Memory access --------------------------------------------------------------------------
 
+// The loads are volatile asm so that the compiler keeps them in program order after the grid
+// dependency wait (zerojit/device/grid_dependency.cuh): a non-volatile asm with no memory
+// operand may be hoisted above it, and Q is what the kernel before may still be writing.
+
 // Q is read exactly once: bypass L1 (the non-coherent path is safe, nothing writes it here).
 __device__ __forceinline__ void load_streaming_16b(const void* address, u32 (&words)[4]) {
-  asm("ld.global.nc.L1::no_allocate.v4.b32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(words[0]), "=r"(words[1]), "=r"(words[2]), "=r"(words[3])
-      : "l"(address));
+  asm volatile("ld.global.nc.L1::no_allocate.v4.b32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(words[0]), "=r"(words[1]), "=r"(words[2]), "=r"(words[3])
+               : "l"(address));
 }
 
 // cos/sin rows are shared by every head of a token and many threads: keep them cacheable. Q
 // comes this way too with RowLayout::split_halves (see RowLayout).
 __device__ __forceinline__ void load_readonly_16b(const void* address, u32 (&words)[4]) {
-  asm("ld.global.nc.v4.b32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(words[0]), "=r"(words[1]), "=r"(words[2]), "=r"(words[3])
-      : "l"(address));
+  asm volatile("ld.global.nc.v4.b32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(words[0]), "=r"(words[1]), "=r"(words[2]), "=r"(words[3])
+               : "l"(address));
 }
 
 __device__ __forceinline__ void load_readonly_8b(const void* address, u32 (&words)[2]) {
-  asm("ld.global.nc.v2.b32 {%0, %1}, [%2];" : "=r"(words[0]), "=r"(words[1]) : "l"(address));
+  asm volatile("ld.global.nc.v2.b32 {%0, %1}, [%2];"
+               : "=r"(words[0]), "=r"(words[1])
+               : "l"(address));
 }
 
 __device__ __forceinline__ void store_8b(void* address, u32 low, u32 high) {
@@ -166,9 +176,8 @@ __device__ __forceinline__ void load_q_run(const unsigned short* q, long long ro
 
 // The 8 cos and 8 sin values a rope lane needs: pairs [8 rope_lane, +8) of the token's row.
 template <typename CosSinT, int RopeDim>
-__device__ __forceinline__ void load_cos_sin8(const IndexerQParams& params, long long token,
+__device__ __forceinline__ void load_cos_sin8(const IndexerQParams& params, long long position,
                                               int rope_lane, float (&cos_v)[8], float (&sin_v)[8]) {
-  const long long position = params.positions[token];
   const long long row = position * params.cos_sin_row_stride;
   const long long cos_column = static_cast<long long>(rope_lane) * 8;
   const long long sin_column = RopeDim / 2 + cos_column;
@@ -209,7 +218,7 @@ __device__ __forceinline__ void load_rotated_contiguous_tile(const IndexerQParam
     constexpr int kFirstRopeLane = G::kNopeDim / kIndexerQElementsPerThread;
     if (at.active && at.lane >= kFirstRopeLane) {
       float cos_v[8], sin_v[8];
-      load_cos_sin8<typename G::CosSin, G::kRopeDim>(params, at.token, at.lane - kFirstRopeLane,
+      load_cos_sin8<typename G::CosSin, G::kRopeDim>(params, at.position, at.lane - kFirstRopeLane,
                                                      cos_v, sin_v);
 #pragma unroll
       for (int c = 0; c < G::kCoarsen; ++c) rotate_pairs<0, 8>(words[c], cos_v, sin_v);
@@ -295,7 +304,7 @@ __device__ __forceinline__ void load_rotated_split_tile(const IndexerQParams& pa
     if (at.active && start1 >= G::kNopeDim) {
       // Piece 0 sits in the first half, which holds rope dims only when nope < D/2.
       const bool rotate0 = G::kNopeDim < G::kHeadDim / 2 && start0 >= G::kNopeDim;
-      const long long position = params.positions[at.token];
+      const long long position = at.position;
       float cos_v[2][4], sin_v[2][4];
       load_cos_sin4<typename G::CosSin, G::kRopeDim>(params, position, (start1 - G::kNopeDim) / 2,
                                                      cos_v[1], sin_v[1]);
@@ -313,6 +322,26 @@ __device__ __forceinline__ void load_rotated_split_tile(const IndexerQParams& pa
 }
 
 // --- Either layout -----------------------------------------------------------------------------
+
+// Whether this lane rotates rope dims (and so needs its token's position).
+template <class G>
+__device__ __forceinline__ bool rotates(const Placement& at) {
+  if constexpr (G::kRopeDim == 0) {
+    return false;
+  } else if constexpr (G::kLayout == RowLayout::contiguous) {
+    return at.active && at.lane >= G::kNopeDim / kIndexerQElementsPerThread;
+  } else {
+    return at.active && piece_start<G>(1, at.lane) >= G::kNopeDim;
+  }
+}
+
+// The prologue a kernel runs before its grid-dependency wait: the token's position, the head of
+// the positions -> cos/sin chain, so that with PDL its latency overlaps the kernel before. Q and
+// the weights (what that kernel may be writing) are read only after the wait.
+template <class G>
+__device__ __forceinline__ void load_position(const IndexerQParams& params, Placement& at) {
+  if (rotates<G>(at)) at.position = params.positions[at.token];
+}
 
 // Loads the thread's 16 elements of every head of its tile and rotates the rope dims. All Q
 // loads are issued before the cos/sin dependency chain (positions -> table) is waited on.

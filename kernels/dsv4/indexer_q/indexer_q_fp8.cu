@@ -13,6 +13,8 @@
 // token and each lane two pieces of 8 elements of every one of them (RowLayout::split_halves in
 // indexer_q_common.cuh).
 //
+// Programmatic dependent launch: positions are read before the grid-dependency wait, Q and the
+// weights after it (zerojit/device/grid_dependency.cuh).
 // Writes, for every t < T and h < H: q_fp8[t, h, 0:D] (8 B per lane and piece, e4m3 codes) and
 // weights_out[t, h] (lane i of the subwarp writes the weight of the tile's head i). Nothing
 // else; q_packed and q_scale are not read.
@@ -21,6 +23,7 @@
 // E = ceil_pow2_bits(max(amax, 1e-4) * f32(1/448)); codes e4m3_rn_sat(x * 2^(127-E));
 // weights_out = (f32(w) * scale) * 2^(E-127).
 #include "dsv4/indexer_q/indexer_q_common.cuh"
+#include "zerojit/device/grid_dependency.cuh"
 
 namespace zj::dsv4 {
 
@@ -33,7 +36,11 @@ __global__ void __launch_bounds__(kIndexerQThreadsPerBlock)
   static_assert(Coarsen <= 8 && Coarsen <= G::kLanesPerRow,
                 "indexer-Q FP8: coarsen must be <= 8 and <= head_dim / 16");
 
-  const indexer_q_detail::Placement at = indexer_q_detail::place_thread<G>(params.num_tokens);
+  indexer_q_detail::Placement at = indexer_q_detail::place_thread<G>(params.num_tokens);
+  indexer_q_detail::load_position<G>(params, at);
+  // Programmatic dependent launch: Q and the weights come from the kernel before.
+  GridDependency dependency;
+  dependency.wait();
 
   // The weight load is independent of Q: issue it first so its latency overlaps.
   const bool writes_weight = at.active && at.lane < Coarsen;

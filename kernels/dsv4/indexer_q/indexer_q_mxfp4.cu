@@ -13,6 +13,8 @@
 // token and each lane 16 contiguous elements of every one of them. Lanes 2k and 2k+1 of a
 // subwarp form MXFP4 block k of the row.
 //
+// Programmatic dependent launch: positions are read before the grid-dependency wait, Q and the
+// weights after it (zerojit/device/grid_dependency.cuh).
 // Writes, for every t < T and h < H: q_packed[t, h, 0:D/2] (8 B per lane; element 2k in the
 // low nibble of byte k), q_scale[t, h, 0:D/32] (one byte per block, by the block's even lane)
 // and weights_out[t, h] (thread g of the grid writes flat entries g, g + grid threads, ...).
@@ -24,6 +26,7 @@
 // packed bf16x2 arithmetic elsewhere: see zerojit/device/numerics.cuh); weights_out = f32(w) *
 // scale, without any q-scale fold.
 #include "dsv4/indexer_q/indexer_q_common.cuh"
+#include "zerojit/device/grid_dependency.cuh"
 
 namespace zj::dsv4 {
 
@@ -37,7 +40,11 @@ __global__ void __launch_bounds__(kIndexerQThreadsPerBlock)
       "indexer-Q MXFP4: rope_dim and head_dim - rope_dim must be multiples of 32");
   constexpr int kLanesPerBlock = kIndexerQMxFp4BlockSize / kIndexerQElementsPerThread;
 
-  const indexer_q_detail::Placement at = indexer_q_detail::place_thread<G>(params.num_tokens);
+  indexer_q_detail::Placement at = indexer_q_detail::place_thread<G>(params.num_tokens);
+  indexer_q_detail::load_position<G>(params, at);
+  // Programmatic dependent launch: Q and the weights come from the kernel before.
+  GridDependency dependency;
+  dependency.wait();
 
   // The weights do not depend on Q: thread g of the grid owns flat entries g, g + grid threads,
   // ... of [T, H] (coalesced). The first load is issued before Q's so its latency overlaps; the

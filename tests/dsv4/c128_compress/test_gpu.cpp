@@ -25,13 +25,15 @@ struct C128CompressCase {
   std::int64_t state_block_padding = 0;
   double drop = 0.03;
   std::uint64_t seed = 1;
+  LaunchOrder order = LaunchOrder::alone;  // the PDL test: behind a producer of the state cache
 };
 
 std::string check_c128_compress(const C128CompressCase& c) {
   std::int64_t total = 0;
   for (const auto& r : c.requests) total += r.tokens;
   const std::string label =
-      case_label("dsv4.c128_compress", c.name + " (T=" + std::to_string(total) + ")");
+      case_label("dsv4.c128_compress", c.name + " (T=" + std::to_string(total) + ", " +
+                                           std::string(to_string(c.order)) + ")");
   in::Random random(c.seed);
   const in::CompressorTokens tokens =
       in::make_compressor_tokens(random, c.requests, 128, total + 1, c.drop);
@@ -61,15 +63,19 @@ std::string check_c128_compress(const C128CompressCase& c) {
   if (written.empty()) return label + ": the case writes no row; it tests nothing (fix the case)";
 
   Placement device;
+  Producer producer;
   C128CompressArgs args;
-  args.state_cache = device.put(state.state);
+  args.state_cache = device.put_produced(state.state, producer, c.order);
   args.token_to_req = device.put(meta.token_to_req);
   args.positions = device.put(meta.positions);
   args.slot_mapping = device.put(meta.slot_mapping);
   args.block_table = device.put(state.block_table);
   args.compressed_kv = device.put(compressed);
   try {
-    C128CompressKernel::instance()(args);
+    producer.run(c.order, [&](cuda::Stream stream, bool pdl) {
+      args.pdl = pdl;
+      C128CompressKernel::instance()(args, stream);
+    });
     finish();
   } catch (const std::exception& error) {
     return label + ": the call failed: " + error.what();
@@ -91,14 +97,13 @@ std::string check_c128_compress(const C128CompressCase& c) {
 std::vector<C128CompressCase> c128_compress_cases() {
   using R = in::RequestChunk;
   return {
-      {"one token at position 127", {R{127, 1}}, 0, 0, 0.0, 51},
-      {"chunks straddling boundaries, padded state rows and blocks",
-       {R{0, 300}, R{1000, 200}, R{130, 1}, R{255, 3}},
-       16,
-       32,
-       0.03,
-       52},
-      {"16492 tokens in 2 chunks", {R{0, 8192}, R{512, 8300}}, 0, 0, 0.03, 53},
+      {.name = "one token at position 127", .requests = {R{127, 1}}, .drop = 0.0, .seed = 51},
+      {.name = "chunks straddling boundaries, padded state rows and blocks",
+       .requests = {R{0, 300}, R{1000, 200}, R{130, 1}, R{255, 3}},
+       .state_row_padding = 16,
+       .state_block_padding = 32,
+       .seed = 52},
+      {.name = "16492 tokens in 2 chunks", .requests = {R{0, 8192}, R{512, 8300}}, .seed = 53},
   };
 }
 
@@ -106,6 +111,19 @@ TEST_F(Dsv4Gpu, C128CompressMatchesTheReferenceWithinTolerance) {
   precompile(C128CompressKernel::instance(), {C128CompressKey{512, 512}});
   for (const C128CompressCase& c : c128_compress_cases()) {
     EXPECT_NO_FAILURE(check_c128_compress(c));
+  }
+}
+
+// Programmatic dependent launch: behind a kernel that writes the state cache (poison until
+// then), launched with and without PDL, every case (the decode and the prefill key) writes what
+// the reference writes.
+TEST_F(Dsv4Gpu, C128CompressMatchesTheReferenceBehindAProducerWithAndWithoutPdl) {
+  for (const C128CompressCase& base : c128_compress_cases()) {
+    for (const LaunchOrder order : kLaunchOrders) {
+      C128CompressCase c = base;
+      c.order = order;
+      EXPECT_NO_FAILURE(check_c128_compress(c));
+    }
   }
 }
 

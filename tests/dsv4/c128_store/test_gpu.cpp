@@ -34,6 +34,7 @@ struct C128StoreCase {
   double drop = 0.03;
   float fp8_scale = 0.02f;
   std::uint64_t seed = 1;
+  LaunchOrder order = LaunchOrder::alone;  // the PDL test: behind a producer of compressed_kv
 };
 
 C128StoreKey c128_store_key(const C128StoreCase& c) {
@@ -49,9 +50,10 @@ std::string check_c128_store(const C128StoreCase& c) {
   const bool full = c.cache != CacheKind::ds_mla;
   std::int64_t total = 0;
   for (const auto& r : c.requests) total += r.tokens;
-  const std::string label = case_label(
-      full ? "dsv4.c128_store_full" : "dsv4.c128_store",
-      c.name + " (" + std::string(cache_name(c.cache)) + ", T=" + std::to_string(total) + ")");
+  const std::string label =
+      case_label(full ? "dsv4.c128_store_full" : "dsv4.c128_store",
+                 c.name + " (" + std::string(cache_name(c.cache)) + ", T=" + std::to_string(total) +
+                     ", " + std::string(to_string(c.order)) + ")");
   in::Random random(c.seed);
   const std::int64_t boundaries = in::count_boundaries(c.requests, 128);
   const std::int64_t pages = (boundaries + c.kv_block_size - 1) / c.kv_block_size + c.extra_pages;
@@ -105,8 +107,9 @@ std::string check_c128_store(const C128StoreCase& c) {
   if (written.empty()) return label + ": the case writes no row; it tests nothing (fix the case)";
 
   Placement device;
+  Producer producer;
   C128StoreArgs args;
-  args.compressed_kv = device.put(compressed);
+  args.compressed_kv = device.put_produced(compressed, producer, c.order);
   args.positions = device.put(meta.positions);
   args.slot_mapping = device.put(meta.slot_mapping);
   args.rms_norm_weight = device.put(weight);
@@ -116,11 +119,14 @@ std::string check_c128_store(const C128StoreCase& c) {
   args.kv_slot_mapping = device.put(meta.kv_slot_mapping);
   if (c.cache == CacheKind::full_e4m3) args.fp8_scale = device.put(fp8_scale);
   try {
-    if (full) {
-      C128StoreFullKernel::instance()(args);
-    } else {
-      C128StoreKernel::instance()(args);
-    }
+    producer.run(c.order, [&](cuda::Stream stream, bool pdl) {
+      args.pdl = pdl;
+      if (full) {
+        C128StoreFullKernel::instance()(args, stream);
+      } else {
+        C128StoreKernel::instance()(args, stream);
+      }
+    });
     finish();
   } catch (const std::exception& error) {
     return label + ": the call failed: " + error.what();
@@ -213,6 +219,22 @@ TEST_F(Dsv4Gpu, C128StoresMatchTheReferenceWithinTolerance) {
   precompile(C128StoreKernel::instance(), keys);
   precompile(C128StoreFullKernel::instance(), full_keys);
   for (const C128StoreCase& c : c128_store_cases()) EXPECT_NO_FAILURE(check_c128_store(c));
+}
+
+// Programmatic dependent launch: behind a kernel that writes compressed_kv (poison until then),
+// launched with and without PDL, the stores write what the reference writes. The cases under
+// 4096 tokens (both caches, sparse and dense boundaries).
+TEST_F(Dsv4Gpu, C128StoresMatchTheReferenceBehindAProducerWithAndWithoutPdl) {
+  for (const C128StoreCase& base : c128_store_cases()) {
+    std::int64_t tokens = 0;
+    for (const auto& r : base.requests) tokens += r.tokens;
+    if (tokens >= 4096) continue;
+    for (const LaunchOrder order : kLaunchOrders) {
+      C128StoreCase c = base;
+      c.order = order;
+      EXPECT_NO_FAILURE(check_c128_store(c));
+    }
+  }
 }
 
 }  // namespace

@@ -37,15 +37,17 @@ struct C4Case {
   double drop = 0.03;               // boundary tokens losing a slot
   float fp8_scale = 0.02f;          // full e4m3 cache
   std::uint64_t seed = 1;
+  LaunchOrder order = LaunchOrder::alone;  // the PDL test: behind a producer of the state cache
 };
 
 std::string check_c4(const C4Case& c) {
   const bool full = c.cache != CacheKind::ds_mla;
   std::int64_t total = 0;
   for (const auto& r : c.requests) total += r.tokens;
-  const std::string label = case_label(
-      full ? "dsv4.c4_store_full" : "dsv4.c4_store",
-      c.name + " (" + std::string(cache_name(c.cache)) + ", T=" + std::to_string(total) + ")");
+  const std::string label =
+      case_label(full ? "dsv4.c4_store_full" : "dsv4.c4_store",
+                 c.name + " (" + std::string(cache_name(c.cache)) + ", T=" + std::to_string(total) +
+                     ", " + std::string(to_string(c.order)) + ")");
   in::Random random(c.seed);
   const std::int64_t boundaries = in::count_boundaries(c.requests, 4);
   const std::int64_t pages = (boundaries + c.kv_block_size - 1) / c.kv_block_size + 2;
@@ -105,8 +107,9 @@ std::string check_c4(const C4Case& c) {
   if (written.empty()) return label + ": the case writes no row; it tests nothing (fix the case)";
 
   Placement device;
+  Producer producer;
   C4StoreArgs args;
-  args.state_cache = device.put(state.state);
+  args.state_cache = device.put_produced(state.state, producer, c.order);
   args.token_to_req = device.put(meta.token_to_req);
   args.positions = device.put(meta.positions);
   args.slot_mapping = device.put(meta.slot_mapping);
@@ -118,11 +121,14 @@ std::string check_c4(const C4Case& c) {
   args.kv_slot_mapping = device.put(meta.kv_slot_mapping);
   if (c.cache == CacheKind::full_e4m3) args.fp8_scale = device.put(fp8_scale);
   try {
-    if (full) {
-      C4StoreFullKernel::instance()(args);
-    } else {
-      C4StoreKernel::instance()(args);
-    }
+    producer.run(c.order, [&](cuda::Stream stream, bool pdl) {
+      args.pdl = pdl;
+      if (full) {
+        C4StoreFullKernel::instance()(args, stream);
+      } else {
+        C4StoreKernel::instance()(args, stream);
+      }
+    });
     finish();
   } catch (const std::exception& error) {
     return label + ": the call failed: " + error.what();
@@ -210,6 +216,22 @@ TEST_F(Dsv4Gpu, C4StoresMatchTheReferenceWithinTolerance) {
   precompile(C4StoreKernel::instance(), keys);
   precompile(C4StoreFullKernel::instance(), full_keys);
   for (const C4Case& c : c4_cases()) EXPECT_NO_FAILURE(check_c4(c));
+}
+
+// Programmatic dependent launch: behind a kernel that writes the state cache (poison until
+// then), launched with and without PDL, the stores write what the reference writes. The cases
+// under 4096 tokens (both caches, decode and prefill chunks).
+TEST_F(Dsv4Gpu, C4StoresMatchTheReferenceBehindAProducerWithAndWithoutPdl) {
+  for (const C4Case& base : c4_cases()) {
+    std::int64_t tokens = 0;
+    for (const auto& r : base.requests) tokens += r.tokens;
+    if (tokens >= 4096) continue;
+    for (const LaunchOrder order : kLaunchOrders) {
+      C4Case c = base;
+      c.order = order;
+      EXPECT_NO_FAILURE(check_c4(c));
+    }
+  }
 }
 
 }  // namespace

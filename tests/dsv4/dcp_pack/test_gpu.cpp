@@ -148,28 +148,34 @@ DcpPackKey dcp_key(const DcpCase& c) {
   return {c.topk, c.has_row_starts, c.world_size, c.interleave};
 }
 
-std::string check_dcp_pack(const DcpCase& c) {
+// `order`: the PDL test runs the case behind a producer of the logits and the top-k indices.
+std::string check_dcp_pack(const DcpCase& c, LaunchOrder order = LaunchOrder::alone) {
   const std::string label = case_label(
-      "dsv4.dcp_pack",
-      c.name + " (W=" + std::to_string(c.world_size) + ", I=" + std::to_string(c.interleave) +
-          ", rank " + std::to_string(c.rank) + ", topk " + std::to_string(c.topk) +
-          (c.has_row_starts ? ", row starts" : ", no row starts") +
-          ", R=" + std::to_string(c.rows) + ", N=" + std::to_string(c.columns) + ")");
+      "dsv4.dcp_pack", c.name + " (W=" + std::to_string(c.world_size) +
+                           ", I=" + std::to_string(c.interleave) + ", rank " +
+                           std::to_string(c.rank) + ", topk " + std::to_string(c.topk) +
+                           (c.has_row_starts ? ", row starts" : ", no row starts") +
+                           ", R=" + std::to_string(c.rows) + ", N=" + std::to_string(c.columns) +
+                           ", " + std::string(to_string(order)) + ")");
   const DcpTensors t = make_dcp_tensors(c);
   in::HostTensor expected = t.packed;
   ref::dcp_pack(dcp_params(c, t, expected.as<float>()),
                 {c.topk, c.has_row_starts, c.world_size, c.interleave});
   Placement device;
+  Producer producer;
   DcpPackArgs args;
-  args.logits = device.put(t.logits);
-  args.topk_indices = device.put(t.topk_indices);
+  args.logits = device.put_produced(t.logits, producer, order);
+  args.topk_indices = device.put_produced(t.topk_indices, producer, order);
   if (c.has_row_starts) args.row_starts = device.put(t.row_starts);
   args.packed = device.put(t.packed);
   args.dcp_rank = c.rank;
   args.dcp_world_size = c.world_size;
   args.cp_interleave = c.interleave;
   try {
-    DcpPackKernel::instance()(args);
+    producer.run(order, [&](cuda::Stream stream, bool pdl) {
+      args.pdl = pdl;
+      DcpPackKernel::instance()(args, stream);
+    });
     finish();
   } catch (const std::exception& error) {
     return label + ": the call failed: " + error.what();
@@ -247,6 +253,16 @@ TEST_F(Dsv4Gpu, DcpPackMatchesTheReferenceBitExactly) {
   for (const DcpCase& c : dcp_cases()) keys.push_back(dcp_key(c));
   precompile(DcpPackKernel::instance(), keys);
   for (const DcpCase& c : dcp_cases()) EXPECT_NO_FAILURE(check_dcp_pack(c));
+}
+
+// Programmatic dependent launch: behind a kernel that writes the logits and the top-k indices
+// (poison until then), launched with and without PDL, the pack writes the reference's bytes.
+// Every third case under 1000 rows (decode and prefill keys, every layout).
+TEST_F(Dsv4Gpu, DcpPackMatchesTheReferenceBehindAProducerWithAndWithoutPdl) {
+  for (const DcpCase& c : dcp_cases()) {
+    if (c.rows >= 1000 || c.seed % 3 != 0) continue;  // every third case (by seed)
+    for (const LaunchOrder order : kLaunchOrders) EXPECT_NO_FAILURE(check_dcp_pack(c, order));
+  }
 }
 
 }  // namespace

@@ -42,11 +42,14 @@ void gather_reference(const GatherCase& c, const GatherInputs& inputs,
   ref::dequant_gather(p, c.block_size, c.has_gather_lens);
 }
 
+// With a producer (the PDL test), the K cache is what it writes.
 DequantGatherArgs gather_args(Placement& device, const GatherCase& c, const GatherInputs& inputs,
-                              TensorRef out) {
+                              TensorRef out, Producer* producer = nullptr,
+                              LaunchOrder order = LaunchOrder::alone) {
   DequantGatherArgs args;
   args.out = out;
-  args.k_cache = device.put(inputs.cache);
+  args.k_cache = producer != nullptr ? device.put_produced(inputs.cache, *producer, order)
+                                     : device.put(inputs.cache);
   args.seq_lens = device.put(inputs.seq_lens);
   if (c.has_gather_lens) args.gather_lens = device.put(inputs.gather_lens);
   args.block_table = device.put(inputs.block_table);
@@ -94,16 +97,22 @@ in::ByteLocator gather_source_locator(const GatherCase& c, const GatherInputs& i
   };
 }
 
-std::string check_dequant_gather(const GatherCase& c) {
-  const std::string label = case_label("dsv4.dequant_gather", c.name);
+std::string check_dequant_gather(const GatherCase& c, LaunchOrder order = LaunchOrder::alone) {
+  const std::string label =
+      case_label("dsv4.dequant_gather", c.name + " (" + std::string(to_string(order)) + ")");
   in::Random random(c.seed);
   const GatherInputs inputs = make_gather_inputs(random, c);
   const in::HostTensor out = make_gather_out(c);
   in::HostTensor expected = out;
   gather_reference(c, inputs, expected);
   Placement device;
+  Producer producer;
   try {
-    DequantGatherKernel::instance()(gather_args(device, c, inputs, device.put(out)));
+    DequantGatherArgs args = gather_args(device, c, inputs, device.put(out), &producer, order);
+    producer.run(order, [&](cuda::Stream stream, bool pdl) {
+      args.pdl = pdl;
+      DequantGatherKernel::instance()(args, stream);
+    });
     finish();
   } catch (const std::exception& error) {
     return label + ": the call failed: " + error.what();
@@ -213,6 +222,20 @@ TEST_F(Dsv4Gpu, DequantGatherMatchesTheReferenceBitExactly) {
   for (const GatherCase& c : gather_cases()) keys.push_back({c.block_size, c.has_gather_lens});
   precompile(DequantGatherKernel::instance(), keys);
   for (const GatherCase& c : gather_cases()) EXPECT_NO_FAILURE(check_dequant_gather(c));
+}
+
+// Programmatic dependent launch: behind a kernel that writes the K cache (poison until then),
+// launched with and without PDL, the gathers write the reference's bytes. The cases under
+// 4096 rows.
+TEST_F(Dsv4Gpu, DequantGatherMatchesTheReferenceBehindAProducerWithAndWithoutPdl) {
+  for (const GatherCase& c : gather_cases()) {
+    std::int64_t rows = 0;
+    for (std::size_t r = 0; r < c.seq_lens.size(); ++r) {
+      rows += c.has_gather_lens ? c.gather_lens[r] : c.seq_lens[r];
+    }
+    if (rows >= 4096) continue;
+    for (const LaunchOrder order : kLaunchOrders) EXPECT_NO_FAILURE(check_dequant_gather(c, order));
+  }
 }
 
 TEST_F(Dsv4Gpu, DequantGatherBuildsThePrefillWorkspaceInTwoCalls) {

@@ -46,9 +46,12 @@ IndexerQKey indexer_key(const IndexerCase& c, bool mxfp4) {
                : IndexerQFp8Kernel::instance().dispatch(d);
 }
 
-std::string check_indexer_q(const IndexerCase& c, bool mxfp4) {
-  const std::string label = case_label(mxfp4 ? "dsv4.indexer_q_mxfp4" : "dsv4.indexer_q_fp8",
-                                       c.name + ", T=" + std::to_string(c.tokens));
+// `order`: the PDL test runs the case behind a producer of Q and the weights.
+std::string check_indexer_q(const IndexerCase& c, bool mxfp4,
+                            LaunchOrder order = LaunchOrder::alone) {
+  const std::string label =
+      case_label(mxfp4 ? "dsv4.indexer_q_mxfp4" : "dsv4.indexer_q_fp8",
+                 c.name + ", T=" + std::to_string(c.tokens) + ", " + std::string(to_string(order)));
   in::Random random(c.seed);
   const std::int64_t tokens = c.tokens;
   const int heads = c.heads;
@@ -113,17 +116,26 @@ std::string check_indexer_q(const IndexerCase& c, bool mxfp4) {
   }
 
   Placement device;
-  const IndexerQInputs args{device.put(inputs.positions), device.put(inputs.q),
-                            device.put(inputs.cos_sin_cache), device.put(inputs.weights),
-                            inputs.scale};
+  Producer producer;
+  IndexerQInputs args;
+  args.positions = device.put(inputs.positions);
+  args.q = device.put_produced(inputs.q, producer, order);
+  args.cos_sin_cache = device.put(inputs.cos_sin_cache);
+  args.weights = device.put_produced(inputs.weights, producer, order);
+  args.scale = inputs.scale;
   try {
-    if (mxfp4) {
-      IndexerQMxFp4Kernel::instance()(IndexerQMxFp4Args{
-          args, {device.put(codes), device.put(scales), device.put(weights_out)}});
-    } else {
-      IndexerQFp8Kernel::instance()(
-          IndexerQFp8Args{args, {device.put(codes), device.put(weights_out)}});
-    }
+    const TensorRef codes_ref = device.put(codes);
+    const TensorRef weights_out_ref = device.put(weights_out);
+    const TensorRef scales_ref = mxfp4 ? device.put(scales) : TensorRef{};
+    producer.run(order, [&](cuda::Stream stream, bool pdl) {
+      args.pdl = pdl;
+      if (mxfp4) {
+        IndexerQMxFp4Kernel::instance()(
+            IndexerQMxFp4Args{args, {codes_ref, scales_ref, weights_out_ref}}, stream);
+      } else {
+        IndexerQFp8Kernel::instance()(IndexerQFp8Args{args, {codes_ref, weights_out_ref}}, stream);
+      }
+    });
     finish();
   } catch (const std::exception& error) {
     return label + ": the call failed: " + error.what();
@@ -173,6 +185,22 @@ TEST_F(Dsv4Gpu, IndexerQMxFp4MatchesTheReferenceBitExactly) {
   for (const IndexerCase& c : indexer_cases()) keys.push_back(indexer_key(c, true));
   precompile(IndexerQMxFp4Kernel::instance(), keys);
   for (const IndexerCase& c : indexer_cases()) EXPECT_NO_FAILURE(check_indexer_q(c, true));
+}
+
+// Programmatic dependent launch: behind a kernel that writes Q and the weights (poison until
+// then), launched with and without PDL, both variants write the reference's bytes. The DSv4
+// geometry at coarsen 1 and 4, and head_dim 32.
+TEST_F(Dsv4Gpu, IndexerQMatchesTheReferenceBehindAProducerWithAndWithoutPdl) {
+  for (const IndexerCase& c : indexer_cases()) {
+    if (c.tokens > 1000 || c.name.starts_with("head_dim 64") || c.name.starts_with("rope_dim")) {
+      continue;
+    }
+    for (const bool mxfp4 : {false, true}) {
+      for (const LaunchOrder order : kLaunchOrders) {
+        EXPECT_NO_FAILURE(check_indexer_q(c, mxfp4, order));
+      }
+    }
+  }
 }
 
 }  // namespace

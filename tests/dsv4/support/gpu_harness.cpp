@@ -41,6 +41,15 @@ TensorRef Placement::put(const HostTensor& tensor) {
   return make_tensor_ref(base + tensor.offset_bytes, tensor.desc);
 }
 
+TensorRef Placement::put_produced(const HostTensor& tensor, Producer& producer, LaunchOrder order) {
+  const TensorRef ref = put(tensor);
+  if (order != LaunchOrder::alone) {
+    producer.add(static_cast<std::uint8_t*>(ref.data) - tensor.offset_bytes, tensor.bytes.data(),
+                 tensor.bytes.size(), !dry_run());
+  }
+  return ref;
+}
+
 std::vector<std::uint8_t> Placement::get(const HostTensor& tensor) const {
   for (const Allocation& allocation : allocations_) {
     if (allocation.source != &tensor) continue;

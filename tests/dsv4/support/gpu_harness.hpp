@@ -25,6 +25,7 @@
 
 #include "dsv4/family.hpp"
 #include "dsv4/support/call_inputs.hpp"
+#include "dsv4/support/launch_order.hpp"
 #include "support/gpu.hpp"
 #include "zerojit/zerojit.hpp"
 
@@ -39,6 +40,9 @@ class Placement {
   // A copy of the tensor's whole allocation (guards and padding included) on the device under
   // test; returns the ref of its element 0.
   TensorRef put(const HostTensor& tensor);
+  // put(tensor) for an input the kernel before writes in a serving step (the PDL tests): with
+  // a producer (`order` other than alone) the copy holds poison until `producer` runs.
+  TensorRef put_produced(const HostTensor& tensor, Producer& producer, LaunchOrder order);
   // The allocation put(tensor) made, read back whole (after the device finished).
   std::vector<std::uint8_t> get(const HostTensor& tensor) const;
 
