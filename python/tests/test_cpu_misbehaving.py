@@ -112,6 +112,18 @@ class IntegerArgumentTest(unittest.TestCase):
                                 argument, value, "dsv4.compressor")
 
 
+    def test_pdl_kwargs_that_are_not_a_dict_are_refused_by_name(self):
+        state = VersionedProducer((2, 8, 1024))
+        arguments = [state, 1, None, VersionedProducer((1,), (KDL_INT, 64, 1)), None, None, 8,
+                     1024, None, None, None]
+        for value in (True, "launch_pdl", 1):
+            self.assert_refused(
+                lambda: zerojit.compress_norm_rope_store(
+                    *arguments, compress_ratio=4, rms_norm_weight=VersionedProducer((512,)),
+                    pdl_kwargs=value),
+                "pdl_kwargs", value, "dsv4.compressor")
+
+
 class HostileProducerTest(unittest.TestCase):
     """A producer whose DLTensor lies is refused before anything is read through it, on the
     launch path and the reference path alike: before, a null shape pointer or a byte offset of

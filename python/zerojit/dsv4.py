@@ -525,6 +525,13 @@ def compress_norm_rope_store(
     "Programmatic dependent launch"), anything else without. The shape arguments must be the DSv4
     values the kernels are built for.
     """
+    if pdl_kwargs is not None and not hasattr(pdl_kwargs, "get"):
+        raise _errors.InvalidArgument(
+            "dsv4.compressor: argument 'pdl_kwargs': must be None or a dict such as "
+            f"{{'launch_pdl': True}}, got {type(pdl_kwargs).__name__}",
+            "dsv4.compressor",
+            "pdl_kwargs",
+        )
     pdl = bool((pdl_kwargs or {}).get("launch_pdl", False))
     if rms_norm_weight is None:
         raise _errors.InvalidArgument(
