@@ -473,17 +473,30 @@ class C128Test(KernelTestCase):
         )
 
     def test_the_compressor_entry_point_runs_both_stages(self):
+        self.check_the_compressor_entry_point({})
+
+    def test_the_compressor_entry_point_honours_vllms_pdl_kwargs(self):
+        # Both kernels launched with programmatic dependent launch, after a producer that
+        # writes the state cache the first one reads: the same rows as the reference.
+        self.check_the_compressor_entry_point({"launch_pdl": True}, producer=True)
+
+    def check_the_compressor_entry_point(self, pdl_kwargs, producer=False):
         inputs = self.inputs
         rows, pages, stride = 2, 8, 1728
         kv_slots = inputs.kv_slots(rows * pages, seed=13)
         flat = torch.full((pages * stride,), SENTINEL, dtype=torch.uint8)
         flat_gpu = flat.to(self.device)
+        state_gpu = self.cuda(inputs.state_cache)
+        if producer:  # poisoned on the device, then rewritten by the kernel just before
+            expected = state_gpu.clone()
+            state_gpu.fill_(float("nan"))
+            state_gpu.copy_(expected)
         for reference in (False, True):
             move = (lambda t: t) if reference else self.cuda
             function = (zerojit.reference.compress_norm_rope_store if reference
                         else zerojit.compress_norm_rope_store)
             result = function(
-                move(inputs.state_cache),
+                inputs.state_cache if reference else state_gpu,
                 len(inputs.positions),
                 move(inputs.token_to_req),
                 move(inputs.positions),
@@ -494,7 +507,7 @@ class C128Test(KernelTestCase):
                 move(inputs.cos_sin_cache),
                 as_ds_mla_cache(flat if reference else flat_gpu, pages, rows, stride),
                 types.SimpleNamespace(slot_mapping=move(kv_slots)),
-                {},
+                pdl_kwargs,
                 compress_ratio=128,
                 overlap=False,
                 rms_norm_weight=move(inputs.rms_norm_weight),
