@@ -120,7 +120,7 @@ class Guard(unittest.TestCase):
     def test_a_foreign_compile_is_refused_in_error_mode_and_counted(self):
         # zerojit is imported first (run_python's prelude): the guard installs itself when the
         # DSL is imported afterwards, as in an engine that imports zerojit early.
-        result = run_python("""
+        result = run_python(lang_support.guard_code("""
             import cutlass
             import cutlass.cute as cute
             from cutlass.cute import runtime
@@ -131,25 +131,8 @@ class Guard(unittest.TestCase):
                            for _ in range(3)]
                 return cute.compile(kernels.scaled_add, *tensors, cutlass.Float32(0),
                                     runtime.make_fake_stream(), options="--gpu-arch sm_90a")
-
-            out = {}
-            compile_foreign()  # before warmup: allowed, counted
-            zerojit.monitor.set_mode("error")
-            zerojit.monitor.arm()
-            try:
-                compile_foreign()
-                out["refused"] = None
-            except zerojit.RuntimeJitError as error:
-                out["refused"] = str(error)
-            zerojit.monitor.cutedsl_guard(False)
-            compile_foreign()  # the guard off: allowed
-            out["counters"] = zerojit.monitor.counters()["cutedsl.foreign"]
-            print(json.dumps(out))
-        """, env={"CUTE_DSL_ARCH": "sm_90a"})
-        self.assertIsNotNone(result["refused"])
-        self.assertIn("scaled_add", result["refused"])
-        self.assertEqual(result["counters"]["compiles"], 2)
-        self.assertEqual(result["counters"]["runtime_jit"], 1)
+        """, "cutedsl_guard", "cutedsl.foreign"), env={"CUTE_DSL_ARCH": "sm_90a"})
+        lang_support.assert_guard_refused(self, result, "scaled_add")
 
     def test_the_guard_can_be_turned_off_by_the_environment(self):
         result = run_python("""

@@ -430,7 +430,7 @@ class Guard(unittest.TestCase):
     """Triton compiles of kernels zerojit does not own, seen by the monitor once armed."""
 
     def test_a_direct_triton_compile_is_refused_in_error_mode_and_counted(self):
-        result = run_python("""
+        result = run_python(lang_support.guard_code("""
             import triton
             from triton.backends.compiler import GPUTarget
             from triton.compiler import ASTSource
@@ -442,25 +442,8 @@ class Guard(unittest.TestCase):
                                                      "BLOCK_COLS": "constexpr"},
                                    {"BLOCK_COLS": 64})
                 return triton.compile(source, target=GPUTarget("cuda", 90, 32))
-
-            out = {}
-            compile_foreign()  # before warmup: allowed, counted
-            zerojit.monitor.set_mode("error")
-            zerojit.monitor.arm()
-            try:
-                compile_foreign()
-                out["refused"] = None
-            except zerojit.RuntimeJitError as error:
-                out["refused"] = str(error)
-            zerojit.monitor.triton_guard(False)
-            compile_foreign()  # the guard off: allowed
-            out["counters"] = zerojit.monitor.counters()["triton.foreign"]
-            print(json.dumps(out))
-        """, env={"TRITON_ALWAYS_COMPILE": "1"})
-        self.assertIsNotNone(result["refused"])
-        self.assertIn("row_sum", result["refused"])
-        self.assertEqual(result["counters"]["compiles"], 2)
-        self.assertEqual(result["counters"]["runtime_jit"], 1)
+        """, "triton_guard", "triton.foreign"), env={"TRITON_ALWAYS_COMPILE": "1"})
+        lang_support.assert_guard_refused(self, result, "row_sum")
 
     def test_the_guard_is_installed_when_triton_is_imported_after_zerojit(self):
         result = run_python("""

@@ -20,13 +20,9 @@ import unittest
 TESTS = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, TESTS)
 
-try:
-    import torch
+import lang_support  # noqa: E402
 
-    HAVE_CUDA = torch.cuda.is_available()
-except ImportError:
-    torch = None
-    HAVE_CUDA = False
+torch, HAVE_CUDA = lang_support.torch_with_cuda()
 EXPORTS = os.environ.get("ZEROJIT_TEST_CUTE_EXPORTS", "")
 RUNTIME = os.environ.get("ZEROJIT_CUTE_DSL_RUNTIME", "")
 REASON = ("needs PyTorch with a CUDA device" if not HAVE_CUDA
@@ -36,7 +32,6 @@ REASON = ("needs PyTorch with a CUDA device" if not HAVE_CUDA
 
 if not REASON:
     import cute_test_owners as owners
-    import lang_support
     import zerojit
 
 

@@ -20,13 +20,9 @@ import unittest
 TESTS = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, TESTS)
 
-try:
-    import torch
+import lang_support  # noqa: E402
 
-    HAVE_CUDA = torch.cuda.is_available()
-except ImportError:
-    torch = None
-    HAVE_CUDA = False
+torch, HAVE_CUDA = lang_support.torch_with_cuda()
 HAVE_TRITON = importlib.util.find_spec("triton") is not None
 REASON = ("needs PyTorch with a CUDA device" if not HAVE_CUDA
           else "needs Triton" if not HAVE_TRITON else "")

@@ -51,6 +51,49 @@ def warmup_code(compiler, cache, arch, jobs=2, prelude=""):
             f"{compiler!r}\n" + WARMUP)
 
 
+GUARD = """
+out = {}
+compile_foreign()  # before warmup: allowed, counted
+zerojit.monitor.set_mode("error")
+zerojit.monitor.arm()
+try:
+    compile_foreign()
+    out["refused"] = None
+except zerojit.RuntimeJitError as error:
+    out["refused"] = str(error)
+zerojit.monitor.GUARD(False)
+compile_foreign()  # the guard off: allowed
+out["counters"] = zerojit.monitor.counters()[COUNTER]
+print(json.dumps(out))
+"""
+
+
+def guard_code(define_compile, guard, counter):
+    """For run_python: `define_compile` (code defining compile_foreign(), a compile zerojit
+    does not own) run before warmup, refused once the monitor is armed in error mode, and let
+    through with the guard (zerojit.monitor.<guard>) off; prints what was refused and the
+    guard's counters."""
+    return (textwrap.dedent(define_compile) + f"COUNTER = {counter!r}\n"
+            + GUARD.replace("GUARD", guard))
+
+
+def assert_guard_refused(test, result, function):
+    """What guard_code printed: one refusal naming `function`, two compiles counted."""
+    test.assertIsNotNone(result["refused"])
+    test.assertIn(function, result["refused"])
+    test.assertEqual(result["counters"]["compiles"], 2)
+    test.assertEqual(result["counters"]["runtime_jit"], 1)
+
+
+def torch_with_cuda():
+    """(torch or None, whether it has a CUDA device)."""
+    try:
+        import torch
+    except ImportError:
+        return None, False
+    return torch, torch.cuda.is_available()
+
+
 @contextlib.contextmanager
 def redis_server():
     """A redis-server on a free loopback port for the duration (its port), stopped after."""

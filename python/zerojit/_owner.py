@@ -1,7 +1,8 @@
 """What every kernel owner defined in Python shares, whatever its language (zerojit.Kernel for
-CUDA C++, zerojit.TritonKernel): one instance per class, a unique name, a frozen dataclass Key
-whose fields the C++ core holds, keys interned into the core's slots, the warmup space
-expanded through the same dispatch the calls use, compile / identity / counters.
+CUDA C++; zerojit.TritonKernel and zerojit.CuteKernel through _function_owner): one instance per
+class, a unique name, a frozen dataclass Key whose fields the C++ core holds, keys interned into
+the core's slots, the warmup space expanded through the same dispatch the calls use, compile /
+identity / counters.
 """
 
 import dataclasses

@@ -25,16 +25,21 @@ import dataclasses
 import hashlib
 import importlib.metadata
 import importlib.util
-import inspect
 import json
 import os
 import re
 import threading
 import typing
 
-from . import _core, _kernel_source, _workers
+from . import _core
 from ._errors import CompileError, InvalidArgument, UnavailableError
-from ._owner import KernelOwner
+from ._function_owner import (
+    FunctionKernel,
+    check_constexpr_values,
+    check_program_names,
+    compile_in_worker,
+    is_scalar,
+)
 from ._types import DType, TensorDesc
 
 __all__ = ["CuteKernel", "CuteProgram", "CuteTensor", "cutedsl_version"]
@@ -79,78 +84,43 @@ class CuteProgram:
     options: str = ""
 
 
-class CuteKernel(KernelOwner):
+class CuteKernel(FunctionKernel):
     """Base of a CuTeDSL kernel; see the module's documentation. One instance per class."""
 
-    fn = None
+    _language = "cutedsl"
+    _decorator = "@cute.jit"
+    _program_type = CuteProgram
 
     def _setup_owner(self):
         name = self.name
-        if self.fn is None:
-            raise InvalidArgument(f"kernel {name}: set `fn` to the @cute.jit function or to "
-                                  "'package.module:function'", name, "fn")
-        module, qualname = _kernel_source.locate(self.fn, name)
-        self._source = _kernel_source.read(module, qualname, name)
+        self._read_source()
         if len(self._source.stream_params) != 1:
             raise InvalidArgument(
                 f"kernel {name}: the @cute.jit function must take exactly one "
                 "`stream: cuda.CUstream` parameter (zerojit passes the call's stream there)",
                 name, "fn")
         runtime = self._source.runtime_params
-        self._dispatch_names = _named(name, self.dispatch, runtime)
+        self._dispatch_names = self._call_names(self.dispatch, "dispatch")
         memoized = [param in self._dispatch_names for param in runtime]
         self._launcher = _core.cute_launcher(self._core, list(runtime), memoized, self._resolve)
         install_compiler()
-
-    # --- What the owner writes ----------------------------------------------------------------
-    def program(self, key):
-        raise NotImplementedError(f"kernel {self.name}: define program()")
 
     # --- What the base provides ----------------------------------------------------------------
     # kernel(*args, stream=None): checks the call against its key's specialization, fills the
     # exported entry's arguments and runs it; returns None. In C (cute_call.cpp).
     __call__ = _core.cute_call_method
 
-    @property
-    def runtime_params(self):
-        """The call's parameters: the function's parameters but its constexprs and stream."""
-        return self._source.runtime_params
-
     def _resolve(self, args):
-        seen = {param: value if _is_scalar(value) else TensorDesc.of(value)
+        seen = {param: value if is_scalar(value) else TensorDesc.of(value)
                 for param, value in zip(self._source.runtime_params, args)
                 if param in self._dispatch_names}
         return self.slot(self.dispatch(**seen))
 
-    def _intern(self, key, fields):
-        program = self.program(key)
-        if not isinstance(program, CuteProgram):
-            raise InvalidArgument(
-                f"kernel {self.name}: program() returned {type(program).__name__}, not "
-                "zerojit.CuteProgram", self.name, "program")
-        key_text = ", ".join(f"{field}={value}" for field, _, value in fields)
-        request, spec = _specialize(self.name, key_text, self._source, program)
-        source = self._source
-        slot = self._core.intern_language(
-            fields, "cutedsl", f"{source.module}:{source.qualname}", source.text,
-            source.qualname, request)
+    def _specialize(self, key_text, program):
+        return _specialize(self.name, key_text, self._source, program)
+
+    def _set_spec(self, slot, spec):
         _core.cute_set_spec(self._launcher, slot, spec)
-        return slot
-
-
-def _is_scalar(value):
-    return value is None or isinstance(value, (bool, int, float))
-
-
-def _named(kernel, method, runtime):
-    names = []
-    for param in inspect.signature(method).parameters.values():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD) or param.name not in runtime:
-            raise InvalidArgument(
-                f"kernel {kernel}: dispatch() takes '{param.name}', which is no runtime "
-                f"parameter of the @cute.jit function ({', '.join(runtime)})", kernel, "dispatch")
-        names.append(param.name)
-    return tuple(names)
 
 
 def _tensor_spec(fail, name, tensor):
@@ -197,16 +167,8 @@ def _specialize(kernel, key_text, source, program):
     def fail(field, problem):
         raise InvalidArgument(f"{where}: {problem}", kernel, field)
 
-    names = [name for name, _ in source.params]
     arguments, constexprs = dict(program.arguments), dict(program.constexprs)
-    for name in list(arguments) + list(constexprs):
-        if name not in names:
-            fail(name, f"the program names '{name}', which is no parameter of {source.qualname} "
-                       f"({', '.join(names)})")
-    for name in source.constexpr_params:
-        if name not in constexprs:
-            fail(name, f"the Constexpr parameter '{name}' has no value in the program's "
-                       "constexprs")
+    check_program_names(fail, source, arguments, constexprs, "Constexpr")
     request_arguments, spec = {}, []
     for name, kind in source.params:
         if kind == "stream":
@@ -225,10 +187,7 @@ def _specialize(kernel, key_text, source, program):
             else:
                 fail(name, f"'{name}' = {value!r}: an argument is a zerojit.CuteTensor or a "
                            f"scalar type ({', '.join(_SCALARS)})")
-    for name, value in constexprs.items():
-        if not (value is None or isinstance(value, (bool, int, float, str))):
-            fail(name, f"constexpr '{name}' = {value!r}: a value is an int, float, bool, str or "
-                       "None")
+    check_constexpr_values(fail, constexprs)
     if not isinstance(program.options, str) or "--gpu-arch" in program.options:
         fail("options", "options are a str of further cute.compile options, without --gpu-arch "
                         "(zerojit sets the arch)")
@@ -279,23 +238,15 @@ def _runtime_library():
 
 
 def _compile(kernel, key_text, function, request, arch):
-    owner = KernelOwner.named(kernel)
-    if not isinstance(owner, CuteKernel):
-        raise CompileError(f"kernel {kernel} [{key_text}]: no zerojit.CuteKernel of this name is "
-                           "defined in this process", kernel, key_text)
+    """One CuTeDSL key, compiled and exported in a worker process whose DSL was imported for
+    `arch`: (object, entry prefix, record, log, s)."""
     if re.fullmatch(r"sm_\d+[a-z]?", arch) is None:
         raise CompileError(f"kernel {kernel} [{key_text}]: '{arch}' is no CUDA arch name", kernel,
                            key_text)
-    source = owner._source
-    message = {"op": "cutedsl", "module": source.module, "qualname": source.qualname,
-               "file": source.file, "arch": arch,
+    message = {"op": "cutedsl", "arch": arch,
                "dsl_version": cutedsl_version(arch)[len("cutedsl-"):], **json.loads(request)}
-    reply = _workers.run(message, preload=_PRELOAD, env={"CUTE_DSL_ARCH": arch})
-    if not reply["ok"]:
-        raise CompileError(f"kernel {kernel} [{key_text}] for {arch}: CuTeDSL failed: "
-                           f"{reply['error']}", kernel, key_text, reply.get("log"))
-    return (reply["image"], reply["entry"], json.dumps(reply["record"]), reply["log"],
-            reply["seconds"])
+    return compile_in_worker(CuteKernel, kernel, key_text, arch, message, "CuTeDSL", _PRELOAD,
+                             env={"CUTE_DSL_ARCH": arch})
 
 
 def install_compiler():

@@ -23,7 +23,6 @@ compiled kernel's launch attributes. docs/PYTHON.md, "Triton kernels", walks thr
 import dataclasses
 import importlib.metadata
 import importlib.util
-import inspect
 import json
 import os
 import re
@@ -31,9 +30,15 @@ import subprocess
 import threading
 import typing
 
-from . import _core, _kernel_source, _workers
-from ._errors import CompileError, InvalidArgument, UnavailableError
-from ._owner import KernelOwner
+from . import _core
+from ._errors import InvalidArgument, UnavailableError
+from ._function_owner import (
+    FunctionKernel,
+    check_constexpr_values,
+    check_program_names,
+    compile_in_worker,
+    is_scalar,
+)
 from ._types import TensorDesc
 
 __all__ = ["TritonKernel", "TritonProgram", "triton_version", "SUPPORTED_TRITON"]
@@ -87,30 +92,24 @@ class TritonProgram:
     divisible_by_16: typing.Optional[typing.Sequence[str]] = None
 
 
-class TritonKernel(KernelOwner):
+class TritonKernel(FunctionKernel):
     """Base of a Triton kernel; see the module's documentation. One instance per class."""
 
-    fn = None
+    _language = "triton"
+    _decorator = "@triton.jit"
+    _program_type = TritonProgram
 
     def _setup_owner(self):
-        name = self.name
-        if self.fn is None:
-            raise InvalidArgument(f"kernel {name}: set `fn` to the @triton.jit function or to "
-                                  "'package.module:function'", name, "fn")
-        module, qualname = _kernel_source.locate(self.fn, name)
-        self._source = _kernel_source.read(module, qualname, name)
+        self._read_source()
         runtime = self._source.runtime_params
-        self._dispatch_names = _named_arguments(name, self.dispatch, runtime, "dispatch", 0)
-        self._grid_names = _named_arguments(name, self.grid, runtime, "grid", 1)
+        self._dispatch_names = self._call_names(self.dispatch, "dispatch")
+        self._grid_names = self._call_names(self.grid, "grid", skip=1)
         seen = set(self._dispatch_names) | set(self._grid_names)
         memoized = [param in seen for param in runtime]
         self._launcher = _core.triton_launcher(self._core, list(runtime), memoized, self._resolve)
         install_compiler()
 
-    # --- What the owner writes ----------------------------------------------------------------
-    def program(self, key):
-        raise NotImplementedError(f"kernel {self.name}: define program()")
-
+    # --- What the owner writes (with program(key)) --------------------------------------------
     def grid(self, key, **arguments):
         raise NotImplementedError(f"kernel {self.name}: define grid()")
 
@@ -121,59 +120,23 @@ class TritonKernel(KernelOwner):
     # launch and no Python frame of its own.
     __call__ = _core.triton_call_method
 
-    @property
-    def runtime_params(self):
-        """The call's parameters: the function's parameters not annotated tl.constexpr."""
-        return self._source.runtime_params
-
     def _resolve(self, args):
         """(slot, grid) of a call the launcher's memo has not seen: dispatch and grid over
         the arguments they name."""
         seen = {}
         for param, value in zip(self._source.runtime_params, args):
             if param in self._dispatch_names or param in self._grid_names:
-                seen[param] = value if _is_scalar(value) else TensorDesc.of(value)
+                seen[param] = value if is_scalar(value) else TensorDesc.of(value)
         key = self.dispatch(**{n: seen[n] for n in self._dispatch_names})
         slot = self.slot(key)
         grid = self.grid(key, **{n: seen[n] for n in self._grid_names})
         return slot, _grid_tuple(self.name, grid)
 
-    def _intern(self, key, fields):
-        program = self.program(key)
-        if not isinstance(program, TritonProgram):
-            raise InvalidArgument(
-                f"kernel {self.name}: program() returned {type(program).__name__}, not "
-                "zerojit.TritonProgram", self.name, "program")
-        key_text = ", ".join(f"{field}={value}" for field, _, value in fields)
-        request, spec = _specialize(self.name, key_text, self._source, program)
-        source = self._source
-        slot = self._core.intern_language(
-            fields, "triton", f"{source.module}:{source.qualname}", source.text, source.qualname,
-            request)
+    def _specialize(self, key_text, program):
+        return _specialize(self.name, key_text, self._source, program)
+
+    def _set_spec(self, slot, spec):
         _core.triton_set_spec(self._launcher, slot, spec)
-        return slot
-
-
-def _is_scalar(value):
-    return value is None or isinstance(value, (bool, int, float))
-
-
-def _named_arguments(kernel, method, runtime, what, skip):
-    """The call arguments a method takes, by its parameter names (after `skip` leading ones)."""
-    params = list(inspect.signature(method).parameters.values())[skip:]
-    names = []
-    for param in params:
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            raise InvalidArgument(
-                f"kernel {kernel}: {what}() must name the arguments it takes (no *args or "
-                "**kwargs): each parameter is a runtime parameter of the Triton function",
-                kernel, what)
-        if param.name not in runtime:
-            raise InvalidArgument(
-                f"kernel {kernel}: {what}() takes '{param.name}', which is no runtime parameter "
-                f"of the Triton function ({', '.join(runtime)})", kernel, what)
-        names.append(param.name)
-    return tuple(names)
 
 
 def _grid_tuple(kernel, grid):
@@ -195,14 +158,8 @@ def _specialize(kernel, key_text, source, program):
 
     params = [name for name, _ in source.params]
     signature, constexprs = dict(program.signature), dict(program.constexprs)
-    for name in list(signature) + list(constexprs):
-        if name not in params:
-            fail(name, f"the program names '{name}', which is no parameter of "
-                       f"{source.qualname} ({', '.join(params)})")
+    check_program_names(fail, source, signature, constexprs, "tl.constexpr")
     for name in source.constexpr_params:
-        if name not in constexprs:
-            fail(name, f"the tl.constexpr parameter '{name}' has no value in the program's "
-                       "constexprs")
         if name in signature:
             fail(name, f"'{name}' is a tl.constexpr parameter; give its value in constexprs")
     for name in source.runtime_params:
@@ -211,10 +168,7 @@ def _specialize(kernel, key_text, source, program):
                        "or (to compile it as a constant) a value in its constexprs, not both"
                        if name in signature else
                        f"the runtime parameter '{name}' has no type in the program's signature")
-    for name, value in constexprs.items():
-        if not (value is None or isinstance(value, (bool, int, float, str))):
-            fail(name, f"constexpr '{name}' = {value!r}: a value is an int, float, bool, str or "
-                       "None")
+    check_constexpr_values(fail, constexprs)
     for name, value in program.options.items():
         check = _OPTIONS.get(name)
         if check is None:
@@ -335,26 +289,9 @@ def _ptxas_version(path):
 
 def _compile(kernel, key_text, function, request, arch):
     """One Triton key, compiled in a worker process: (cubin, entry, launch record, log, s)."""
-    owner = KernelOwner.named(kernel)
-    if not isinstance(owner, TritonKernel):
-        raise CompileError(f"kernel {kernel} [{key_text}]: no zerojit.TritonKernel of this name "
-                           "is defined in this process", kernel, key_text)
-    source = owner._source
-    message = {
-        "op": "triton",
-        "module": source.module,
-        "qualname": source.qualname,
-        "file": source.file,
-        "capability": _capability(arch),
-        "triton_version": importlib.metadata.version("triton"),
-        **json.loads(request),
-    }
-    reply = _workers.run(message, preload=_PRELOAD)
-    if not reply["ok"]:
-        raise CompileError(f"kernel {kernel} [{key_text}] for {arch}: Triton failed: "
-                           f"{reply['error']}", kernel, key_text, reply.get("log"))
-    return (reply["image"], reply["entry"], json.dumps(reply["record"]), reply["log"],
-            reply["seconds"])
+    message = {"op": "triton", "capability": _capability(arch),
+               "triton_version": importlib.metadata.version("triton"), **json.loads(request)}
+    return compile_in_worker(TritonKernel, kernel, key_text, arch, message, "Triton", _PRELOAD)
 
 
 def install_compiler():
