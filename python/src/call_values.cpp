@@ -181,41 +181,4 @@ std::uint64_t CallMemo::hash(const std::vector<std::uint64_t>& fingerprint) {
   return XXH3_64bits(fingerprint.data(), fingerprint.size() * sizeof(std::uint64_t));
 }
 
-bool read_instance_call(PyObject* const* argv, Py_ssize_t nargsf, PyObject* kwnames,
-                        const char* capsule_name, const char* kernel_class, InstanceCall& call) {
-  static PyObject* const launcher_name = PyUnicode_InternFromString("_launcher");
-  static PyObject* const stream_name = PyUnicode_InternFromString("stream");
-  const Py_ssize_t positional = PyVectorcall_NARGS(nargsf);
-  call.stream = Py_None;
-  const Py_ssize_t keywords = kwnames == nullptr ? 0 : PyTuple_GET_SIZE(kwnames);
-  for (Py_ssize_t i = 0; i < keywords; ++i) {
-    PyObject* name = PyTuple_GET_ITEM(kwnames, i);
-    if (PyUnicode_Compare(name, stream_name) != 0) {
-      PyErr_Format(PyExc_TypeError, "%s.__call__ takes no keyword '%U' (only stream)", kernel_class,
-                   name);
-      return false;
-    }
-    call.stream = argv[positional + i];
-  }
-  if (positional < 1) {
-    PyErr_Format(PyExc_TypeError, "%s.__call__ needs the kernel instance", kernel_class);
-    return false;
-  }
-  PyObject* capsule = PyObject_GetAttr(argv[0], launcher_name);
-  if (capsule == nullptr) return false;
-  call.launcher = PyCapsule_GetPointer(capsule, capsule_name);
-  Py_DECREF(capsule);  // the instance keeps the capsule, and the capsule its launcher
-  call.args = argv + 1;
-  call.count = positional - 1;
-  return call.launcher != nullptr;
-}
-
-PyObject* new_instance_method(PyMethodDef* definition) {
-  PyObject* function = PyCFunction_New(definition, nullptr);
-  if (function == nullptr) return nullptr;
-  PyObject* method = PyInstanceMethod_New(function);
-  Py_DECREF(function);
-  return method;
-}
-
 }  // namespace zerojit::python

@@ -8,8 +8,6 @@
 #include <Python.h>
 
 #include <cstdint>
-#include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -45,33 +43,6 @@ std::string kind_name(CallValue::Kind kind);
 // Every argument described, for a miss's monitor event and errors.
 std::string describe_values(const std::vector<std::string>& names,
                             const std::vector<CallValue>& values);
-
-// The front of a language kernel's C-level __call__(self, *args, stream=None): the arguments
-// after self, the stream keyword (None when absent) and the launcher the instance's `_launcher`
-// capsule (named `capsule_name`) holds. False, with a Python error set, on a bad call.
-struct InstanceCall {
-  PyObject* const* args = nullptr;
-  Py_ssize_t count = 0;
-  PyObject* stream = nullptr;
-  void* launcher = nullptr;
-};
-bool read_instance_call(PyObject* const* argv, Py_ssize_t nargsf, PyObject* kwnames,
-                        const char* capsule_name, const char* kernel_class, InstanceCall& call);
-
-// The method object of a C-level __call__ (bound to the instance when looked up on it): a new
-// reference, or nullptr with a Python error set.
-PyObject* new_instance_method(PyMethodDef* definition);
-
-// A launcher kept for the life of the process, never destroyed: a thread may be launching
-// through it with the GIL released, and a kernel class defined again gets a new one beside it.
-template <typename Launcher, typename... Arguments>
-Launcher* keep_for_process(Arguments&&... arguments) {
-  static std::mutex mutex;
-  static auto* kept = new std::vector<std::unique_ptr<Launcher>>();
-  std::lock_guard lock(mutex);
-  kept->push_back(std::make_unique<Launcher>(std::forward<Arguments>(arguments)...));
-  return kept->back().get();
-}
 
 // Fingerprint -> (slot, grid), bounded: a workload of ever-new shapes (a sweep) starts over
 // rather than growing for good. Used with the GIL held.

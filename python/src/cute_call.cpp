@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <optional>
 
 #include "bindings.hpp"
@@ -277,9 +279,15 @@ PyObject* CuteLauncher::call(PyObject* const* args, Py_ssize_t count, PyObject* 
   } else {
     CallDescriptors descriptors;
     descriptors.tensors = describe_values(names_, values);
-    py::gil_scoped_release release;
-    kernel_.call_host(key, pointers.data(), pointers.size(), target,
-                      DescriptorText::of(descriptors));
+    PyThreadState* saved = PyEval_SaveThread();
+    try {
+      kernel_.call_host(key, pointers.data(), pointers.size(), target,
+                        DescriptorText::of(descriptors));
+    } catch (...) {
+      PyEval_RestoreThread(saved);
+      throw;
+    }
+    PyEval_RestoreThread(saved);
   }
   if (*status != 0) {
     throw Error("kernel " + kernel_.name() + " [" + kernel_.slot_text(slot) +
@@ -294,13 +302,34 @@ CuteLauncher* launcher_of(PyObject* capsule) {
   return static_cast<CuteLauncher*>(PyCapsule_GetPointer(capsule, kCapsuleName));
 }
 
-// zerojit.CuteKernel.__call__(self, *args, stream=None), in C: no Python frame of its own.
+// zerojit.CuteKernel.__call__(self, *args, stream=None), in C, as TritonKernel's.
 PyObject* cute_instance_call(PyObject*, PyObject* const* argv, Py_ssize_t nargsf,
                              PyObject* kwnames) {
-  InstanceCall call;
-  if (!read_instance_call(argv, nargsf, kwnames, kCapsuleName, "CuteKernel", call)) return nullptr;
+  static PyObject* const launcher_name = PyUnicode_InternFromString("_launcher");
+  static PyObject* const stream_name = PyUnicode_InternFromString("stream");
+  const Py_ssize_t positional = PyVectorcall_NARGS(nargsf);
+  PyObject* stream = Py_None;
+  const Py_ssize_t keywords = kwnames == nullptr ? 0 : PyTuple_GET_SIZE(kwnames);
+  for (Py_ssize_t i = 0; i < keywords; ++i) {
+    PyObject* name = PyTuple_GET_ITEM(kwnames, i);
+    if (PyUnicode_Compare(name, stream_name) != 0) {
+      PyErr_Format(PyExc_TypeError, "a CuTeDSL kernel's call takes no keyword '%U' (only stream)",
+                   name);
+      return nullptr;
+    }
+    stream = argv[positional + i];
+  }
+  if (positional < 1) {
+    PyErr_SetString(PyExc_TypeError, "CuteKernel.__call__ needs the kernel instance");
+    return nullptr;
+  }
   try {
-    return static_cast<CuteLauncher*>(call.launcher)->call(call.args, call.count, call.stream);
+    py::object capsule =
+        py::reinterpret_steal<py::object>(PyObject_GetAttr(argv[0], launcher_name));
+    if (!capsule) return nullptr;
+    CuteLauncher* launcher = launcher_of(capsule.ptr());
+    if (launcher == nullptr) return nullptr;
+    return launcher->call(argv + 1, positional - 1, stream);
   } catch (...) {
     set_python_error_from_current_exception();
     return nullptr;
@@ -357,19 +386,24 @@ CuteArgument parse_argument(const std::string& kernel, const SpecTuple& spec) {
 }  // namespace
 
 void bind_cute(py::module_& module) {
-  // The instance method of CuteKernel.__call__.
-  py::object method = py::reinterpret_steal<py::object>(new_instance_method(&kCuteInstanceCall));
+  py::object function =
+      py::reinterpret_steal<py::object>(PyCFunction_New(&kCuteInstanceCall, nullptr));
+  if (!function) throw py::error_already_set();
+  py::object method = py::reinterpret_steal<py::object>(PyInstanceMethod_New(function.ptr()));
   if (!method) throw py::error_already_set();
   module.attr("cute_call_method") = method;
-  // One launcher per kernel class for the life of the process (as the kernel itself): a launch
-  // in flight or a warmed executor may refer to it at any time.
+  // As triton_launcher: one per kernel class for the life of the process, never destroyed.
   module.def(
       "cute_launcher",
       [](DynamicKernel& kernel, std::vector<std::string> names, std::vector<bool> memoized,
          py::object resolve) {
-        CuteLauncher* launcher = keep_for_process<CuteLauncher>(kernel, std::move(names),
-                                                                std::move(memoized), resolve.ptr());
-        return py::reinterpret_steal<py::object>(PyCapsule_New(launcher, kCapsuleName, nullptr));
+        static std::mutex mutex;
+        static auto* launchers = new std::vector<std::unique_ptr<CuteLauncher>>();
+        std::lock_guard lock(mutex);
+        launchers->push_back(std::make_unique<CuteLauncher>(kernel, std::move(names),
+                                                            std::move(memoized), resolve.ptr()));
+        return py::reinterpret_steal<py::object>(
+            PyCapsule_New(launchers->back().get(), kCapsuleName, nullptr));
       },
       py::arg("kernel"), py::arg("names"), py::arg("memoized"), py::arg("resolve"));
   module.def("cute_set_spec",

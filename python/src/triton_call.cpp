@@ -5,6 +5,8 @@
 
 #include <bit>
 #include <cstring>
+#include <memory>
+#include <mutex>
 
 #include "bindings.hpp"
 #include "call_values.hpp"
@@ -289,10 +291,14 @@ PyObject* TritonLauncher::call(PyObject* const* args, Py_ssize_t count, PyObject
   // A miss (slow anyway) describes its arguments for the monitor's and errors' messages.
   CallDescriptors descriptors;
   descriptors.tensors = describe();
-  {
-    py::gil_scoped_release release;
+  PyThreadState* saved = PyEval_SaveThread();
+  try {
     kernel_.launch_recorded(key, grid, packed, target, DescriptorText::of(descriptors));
+  } catch (...) {
+    PyEval_RestoreThread(saved);
+    throw;
   }
+  PyEval_RestoreThread(saved);
   Py_RETURN_NONE;
 }
 
@@ -302,14 +308,35 @@ TritonLauncher* launcher_of(PyObject* capsule) {
   return static_cast<TritonLauncher*>(PyCapsule_GetPointer(capsule, kCapsuleName));
 }
 
-// zerojit.TritonKernel.__call__(self, *args, stream=None), in C: no Python frame of its own.
+// zerojit.TritonKernel.__call__(self, *args, stream=None), in C: the kernel's launcher is its
+// `_launcher` attribute, the arguments are read where they lie (no Python frame of its own).
 PyObject* triton_instance_call(PyObject*, PyObject* const* argv, Py_ssize_t nargsf,
                                PyObject* kwnames) {
-  InstanceCall call;
-  if (!read_instance_call(argv, nargsf, kwnames, kCapsuleName, "TritonKernel", call))
+  static PyObject* const launcher_name = PyUnicode_InternFromString("_launcher");
+  static PyObject* const stream_name = PyUnicode_InternFromString("stream");
+  const Py_ssize_t positional = PyVectorcall_NARGS(nargsf);
+  PyObject* stream = Py_None;
+  const Py_ssize_t keywords = kwnames == nullptr ? 0 : PyTuple_GET_SIZE(kwnames);
+  for (Py_ssize_t i = 0; i < keywords; ++i) {
+    PyObject* name = PyTuple_GET_ITEM(kwnames, i);
+    if (PyUnicode_Compare(name, stream_name) != 0) {
+      PyErr_Format(PyExc_TypeError, "a Triton kernel's call takes no keyword '%U' (only stream)",
+                   name);
+      return nullptr;
+    }
+    stream = argv[positional + i];
+  }
+  if (positional < 1) {
+    PyErr_SetString(PyExc_TypeError, "TritonKernel.__call__ needs the kernel instance");
     return nullptr;
+  }
   try {
-    return static_cast<TritonLauncher*>(call.launcher)->call(call.args, call.count, call.stream);
+    py::object capsule =
+        py::reinterpret_steal<py::object>(PyObject_GetAttr(argv[0], launcher_name));
+    if (!capsule) return nullptr;
+    TritonLauncher* launcher = launcher_of(capsule.ptr());
+    if (launcher == nullptr) return nullptr;
+    return launcher->call(argv + 1, positional - 1, stream);
   } catch (...) {
     set_python_error_from_current_exception();
     return nullptr;
@@ -328,19 +355,28 @@ using SpecTuple =
 }  // namespace
 
 void bind_triton(py::module_& module) {
-  // The instance method of TritonKernel.__call__.
-  py::object method = py::reinterpret_steal<py::object>(new_instance_method(&kTritonInstanceCall));
+  // An instance method (bound to the kernel when looked up on it), for TritonKernel.__call__.
+  py::object function =
+      py::reinterpret_steal<py::object>(PyCFunction_New(&kTritonInstanceCall, nullptr));
+  if (!function) throw py::error_already_set();
+  py::object method = py::reinterpret_steal<py::object>(PyInstanceMethod_New(function.ptr()));
   if (!method) throw py::error_already_set();
   module.attr("triton_call_method") = method;
-  // One launcher per kernel class for the life of the process (as the kernel itself): a launch
+  // One launcher per kernel name for the life of the process (as the kernel itself): a launch
   // in flight or a warmed executor may refer to it at any time.
   module.def(
       "triton_launcher",
       [](DynamicKernel& kernel, std::vector<std::string> names, std::vector<bool> memoized,
          py::object resolve) {
-        TritonLauncher* launcher = keep_for_process<TritonLauncher>(
-            kernel, std::move(names), std::move(memoized), resolve.ptr());
-        return py::reinterpret_steal<py::object>(PyCapsule_New(launcher, kCapsuleName, nullptr));
+        // Never destroyed (a thread may be launching through one with the GIL released), so a
+        // kernel class defined again gets a new launcher beside the old one.
+        static std::mutex mutex;
+        static auto* launchers = new std::vector<std::unique_ptr<TritonLauncher>>();
+        std::lock_guard lock(mutex);
+        launchers->push_back(std::make_unique<TritonLauncher>(kernel, std::move(names),
+                                                              std::move(memoized), resolve.ptr()));
+        return py::reinterpret_steal<py::object>(
+            PyCapsule_New(launchers->back().get(), kCapsuleName, nullptr));
       },
       py::arg("kernel"), py::arg("names"), py::arg("memoized"), py::arg("resolve"));
   module.def("triton_set_spec",
