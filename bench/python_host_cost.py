@@ -153,7 +153,11 @@ def dcp_case(rows=16):
     packed = torch.empty(rows, 512, 2, device="cuda")
     return {
         "direct": lambda: zerojit.pack_dcp_topk_candidates(logits, indices, packed, 1, 2, 1),
-        "op": lambda: torch.ops.zerojit.dcp_pack(logits, indices, None, packed, 1, 2, 1),
+        # By name: the op's argument order follows the Python function's since the arguments
+        # are declared once (row_starts moved), and this runs against both revisions.
+        "op": lambda: torch.ops.zerojit.dcp_pack(logits=logits, topk_indices=indices,
+                                                 row_starts=None, packed=packed, dcp_rank=1,
+                                                 dcp_world_size=2, cp_interleave=1),
         "args": (logits, indices, packed),
         "scalars": 3,
     }

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Every repository path named in the tracked sources and docs exists: a word such as
-`kernels/dsv4/dcp_pack/dcp_pack.cu` in a comment, a doc or a message must name a tracked file
+`kernels/examples/scale_add/scale_add.cu` in a comment, a doc or a message must name a tracked file
 or folder, so that moving a file cannot leave readers pointed at nothing.
 
 A word is checked when it names a file (its last part has a source or doc extension) and

@@ -3,7 +3,11 @@
 # languages add (part "languages": the Triton tests and benchmark, the core's GPU tests and the
 # hit path's cost) from a folder made by scripts/stage_gpu.sh, writing logs under OUT_DIR. Every
 # step has its own time limit, so a hang in one still leaves the others' logs.
+# Part "compare" times the hit path (BM_SideBySide) and the Python host cost per call
+# (bench/python_host_cost.py) of this stage and of BEFORE_DIR (a stage of an earlier revision:
+# bench/zerojit_bench_launch and python/zerojit), alternating, in one run.
 #   scripts/gpu_suite.sh STAGE_DIR OUT_DIR tests|bench|languages
+#   scripts/gpu_suite.sh STAGE_DIR OUT_DIR compare BEFORE_DIR
 set -uo pipefail
 stage=$(cd "$1" && pwd)
 out=$2
@@ -50,9 +54,23 @@ elif [ "$part" = tests ]; then
   if [ -d "$stage/python/zerojit" ]; then
     PYTHONPATH=$stage/python step 150 "$out/python.log" python3 -m unittest discover -v \
       -s "$repo/python/tests" -t "$repo/python/tests" -p 'test_gpu*.py'
+    PYTHONPATH=$stage/python step 150 "$out/python.log" python3 -m unittest discover -v \
+      -s "$repo/python/tests" -t "$repo/python/tests" -p 'test_cpu_torch*.py'
     PYTHONPATH=$stage/python step 300 "$out/languages.log" python3 -m unittest discover -v \
       -s "$repo/python/tests" -t "$repo/python/tests" -p 'lang_gpu*.py'
   fi
+elif [ "$part" = compare ]; then
+  before=$(cd "$4" && pwd)
+  for round in 1 2; do
+    for side in before after; do
+      dir=$stage
+      if [ "$side" = before ]; then dir=$before; fi
+      step 60 "$out/compare.log" "$dir/bench/zerojit_bench_launch" --benchmark_filter=SideBySide \
+        --benchmark_repetitions=5 --benchmark_report_aggregates_only
+      PYTHONPATH=$dir/python step 240 "$out/compare.log" python3 "$repo/bench/python_host_cost.py" \
+        --json "$out/host_cost_${side}_$round.json"
+    done
+  done
 else
   step 60 "$out/bench.log" "$stage/bench/zerojit_bench_launch" --benchmark_repetitions=10 \
     --benchmark_report_aggregates_only

@@ -68,7 +68,7 @@ Case c128_compress_case(const std::string& size, const Context& context) {
       [](const dsv4::C128CompressArgs& args, const Emulation& e) {
         auto& kernel = dsv4::C128CompressKernel::instance();
         emulate_planned<params::C128CompressParams>(
-            kernel, kernel.plan(args), e,
+            kernel, kernel.launch_spec(args), e,
             [](const auto& block, const auto& key) { ref::c128_compress(block, {key.head_size}); });
       });
   return c;

@@ -93,13 +93,13 @@ Case c4_case(bool full, const std::string& size, const Context& context) {
         if (full) {
           auto& kernel = dsv4::C4StoreFullKernel::instance();
           emulate_planned<params::C4StoreFullParams>(
-              kernel, kernel.plan(args), e, [](const auto& block, const auto& key) {
+              kernel, kernel.launch_spec(args), e, [](const auto& block, const auto& key) {
                 ref::c4_store_full(block, {key.store_full_fp8, norm_type(key.norm_weight_dtype)});
               });
         } else {
           auto& kernel = dsv4::C4StoreKernel::instance();
           emulate_planned<params::C4StoreParams>(
-              kernel, kernel.plan(args), e, [](const auto& block, const auto& key) {
+              kernel, kernel.launch_spec(args), e, [](const auto& block, const auto& key) {
                 ref::c4_store(block, {norm_type(key.norm_weight_dtype)});
               });
         }

@@ -128,10 +128,8 @@ Case dcp_case(const std::string& size, const Context& context) {
       [](const dsv4::DcpPackArgs& args, const Emulation& e) {
         auto& kernel = dsv4::DcpPackKernel::instance();
         emulate_planned<params::DcpPackParams>(
-            kernel, kernel.plan(args), e, [](const auto& block, const auto& key) {
-              ref::dcp_pack(block,
-                            {key.topk, key.has_row_starts, key.dcp_world_size, key.cp_interleave});
-            });
+            kernel, kernel.launch_spec(args), e,
+            [](const auto& block, const auto& key) { ref::dcp_pack(key, block); });
       });
   return c;
 }

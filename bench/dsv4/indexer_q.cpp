@@ -97,7 +97,7 @@ Case indexer_case(bool mxfp4, const std::string& size, const Context& context) {
         [](const dsv4::IndexerQMxFp4Args& args, const Emulation& e) {
           auto& kernel = dsv4::IndexerQMxFp4Kernel::instance();
           emulate_planned<params::IndexerQParams>(
-              kernel, kernel.plan(args), e,
+              kernel, kernel.launch_spec(args), e,
               [](const auto& block, const auto&) { ref::indexer_q_mxfp4(block, indexer_shape()); });
         });
   } else {
@@ -114,7 +114,7 @@ Case indexer_case(bool mxfp4, const std::string& size, const Context& context) {
         [](const dsv4::IndexerQFp8Args& args, const Emulation& e) {
           auto& kernel = dsv4::IndexerQFp8Kernel::instance();
           emulate_planned<params::IndexerQParams>(
-              kernel, kernel.plan(args), e,
+              kernel, kernel.launch_spec(args), e,
               [](const auto& block, const auto&) { ref::indexer_q_fp8(block, indexer_shape()); });
         });
   }

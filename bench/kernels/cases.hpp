@@ -164,7 +164,7 @@ void launch_with_grid(const Args& args, cuda::Stream stream, std::int64_t grid,
     kernel(args, stream);
     return;
   }
-  auto spec = kernel.plan(args);
+  auto spec = kernel.launch_spec(args);
   (axis == TunedAxis::x ? spec.geometry.grid.x : spec.geometry.grid.y) =
       static_cast<std::uint32_t>(grid);
   kernel.launch(spec, LaunchTarget{spec.device, stream});

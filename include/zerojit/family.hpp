@@ -5,9 +5,9 @@
 //   - warmup registration: each kernel that runs, with the warmup space its gate implies
 //     (owner.warmup_space(gate)) under the tag gate.tag() (or describe(gate));
 //   - the list of the family's kernels;
-//   - routing: a call's arguments go to the kernels of the table that take them (owner.plan
-//     accepts them) and that the configuration runs; runtime entry points and dispatch-only
-//     planning share that one router, so they cannot disagree.
+//   - routing: a call's arguments go to the kernels of the table that take them (that can make
+//     a launch spec of them) and that the configuration runs; runtime entry points and
+//     dispatch-only planning share that one router, so they cannot disagree.
 //
 //   constexpr KernelTable kTable{"family", KernelRow<AddKernel, AddGate, Config>{&add_gate}, ...};
 //   auto decisions = kTable.decide(config);
@@ -15,6 +15,7 @@
 //   kTable.route(decisions, add_args, [](auto& kernel, const auto& args) { kernel(args); });
 #pragma once
 
+#include <concepts>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -29,12 +30,28 @@
 
 namespace zerojit {
 
+// What a row's kernel must provide, checked where the row is written: a warmup space for its
+// gate's answer and, when its arguments are declared with roles (arguments.hpp), a plan for the
+// key dispatch chose. (An owner of the older contract, whose plan takes the arguments alone, is
+// checked for its warmup space only.)
+template <class Kernel, class Gate>
+concept FamilyKernel = requires(const Kernel& kernel, const Gate& gate) {
+  { kernel.warmup_space(gate) } -> std::same_as<WarmupSpace<typename Kernel::Descriptors>>;
+}
+&&(!DeclaredArguments<typename Kernel::Descriptors> ||
+   requires(const Kernel& kernel, const typename Kernel::Key& key,
+            const CallArgs<typename Kernel::Descriptors>& args) { kernel.plan(key, args); });
+
 template <class Kernel, class Gate, class Config>
+requires FamilyKernel<Kernel, Gate>
 struct KernelRow {
   using KernelType = Kernel;
   using GateType = Gate;
   using ConfigType = Config;
   std::optional<Gate> (*gate)(const Config&) = nullptr;
+  // The name of the kernel's Python op (empty: none), bound from its declared arguments: the
+  // launch path, the CPU reference and the traced operator of a Python binding.
+  std::string_view python_op = {};
 };
 
 // The registration tag of a gate's answer: registrations with the same kernel and tag are the
@@ -71,7 +88,7 @@ class KernelTable {
 
   // Registers each kernel that runs with its warmup space.
   void register_warmup(WarmupRegistry& registry, const Decisions& decisions) const {
-    for_each_row(decisions, [&](auto& kernel, const auto& decision) {
+    for_each_decision(decisions, [&](auto& kernel, const auto& decision) {
       if (!decision) return;
       const auto gate = *decision;
       registry.add(kernel, gate_tag(gate), [&kernel, gate] { return kernel.warmup_space(gate); });
@@ -96,8 +113,8 @@ class KernelTable {
   void route(const Decisions& decisions, const Args& args, Visitor&& visit) const {
     bool routed = false;
     std::string candidates;
-    for_each_row(decisions, [&](auto& kernel, const auto& decision) {
-      if constexpr (requires { kernel.plan(args); }) {
+    for_each_decision(decisions, [&](auto& kernel, const auto& decision) {
+      if constexpr (requires { kernel.launch_spec(args); }) {
         if (decision) {
           visit(kernel, args);
           routed = true;
@@ -113,11 +130,18 @@ class KernelTable {
     }
   }
 
+  // Calls visit(row) for each row, in table order (row.gate, row.python_op; its types name the
+  // kernel, gate and configuration).
+  template <class Visitor>
+  constexpr void for_each_row(Visitor&& visit) const {
+    std::apply([&](const auto&... rows) { (visit(rows), ...); }, rows_);
+  }
+
   // Whether the configuration runs `Kernel`.
   template <class Kernel>
   bool runs(const Decisions& decisions) const {
     bool found = false;
-    for_each_row(decisions, [&](auto& kernel, const auto& decision) {
+    for_each_decision(decisions, [&](auto& kernel, const auto& decision) {
       if constexpr (std::is_same_v<std::remove_cvref_t<decltype(kernel)>, Kernel>) {
         found = found || decision.has_value();
       }
@@ -127,7 +151,7 @@ class KernelTable {
 
  private:
   template <class Visitor>
-  void for_each_row(const Decisions& decisions, Visitor&& visit) const {
+  void for_each_decision(const Decisions& decisions, Visitor&& visit) const {
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       (visit(std::tuple_element_t<I, RowTuple>::KernelType::instance(), std::get<I>(decisions)),
        ...);

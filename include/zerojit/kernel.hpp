@@ -40,6 +40,7 @@
 #include <utility>
 #include <vector>
 
+#include "zerojit/arguments.hpp"
 #include "zerojit/backend.hpp"
 #include "zerojit/checks.hpp"
 #include "zerojit/compiler.hpp"
@@ -76,12 +77,18 @@ class DescriptorText {
     return DescriptorText(
         [](const void* object) { return describe(*static_cast<const D*>(object)); }, &descriptors);
   }
-  // From an argument struct with `descriptors()`.
+  // From an argument struct: one declared with roles (arguments.hpp) describes itself, an
+  // older one through its `descriptors()`.
   template <class Args>
   static DescriptorText of_args(const Args& args) {
     return DescriptorText(
         [](const void* object) {
-          return describe(static_cast<const Args*>(object)->descriptors());
+          const Args& call = *static_cast<const Args*>(object);
+          if constexpr (DeclaredArguments<Args>) {
+            return describe(call);
+          } else {
+            return describe(call.descriptors());
+          }
         },
         &args);
   }
@@ -209,18 +216,35 @@ class JitKernel : public KernelBase {
   // The source, name expressions and options that compile `key` (use make_program). Throws
   // zerojit::Error for a key the kernel cannot build (e.g. a field outside its values).
   virtual Program program(const Key& key) const = 0;
-  // Plus, not virtual because their types are the owner's: `plan(args)` returning one of the
-  // launch specs of launch.hpp, and `warmup_space(...)` returning a WarmupSpace<Descriptors>.
+  // Plus, not virtual because their types are the owner's: `plan(key, args)` returning one of
+  // the launch specs of launch.hpp for the key dispatch chose (the base calls dispatch first,
+  // so the key a call launches is always the key warmup computes for its descriptors), and
+  // `warmup_space(...)` returning a WarmupSpace<Descriptors>. Descriptors declared with roles
+  // (arguments.hpp) give the call's argument struct: Args. (An owner written before that
+  // declares `plan(args)` and calls dispatch itself; the base takes both.)
 
   // --- What the base provides ---------------------------------------------------------------
-  // Plans the call and launches it on the plan's device and `stream`; returns what the plan's
-  // shape returns (nothing, the outputs, or the finalizer's result).
+  // The launch spec of a call: dispatch on its descriptors, then the owner's plan for that key.
   // (Self defers the check to the call: clang checks a CRTP constraint that names Owner
   // itself while Owner is still incomplete, and remembers the failure.)
   template <class Args, class Self = Owner>
+  requires requires(const Self& owner, const Args& args, const Key& key) {
+    owner.plan(key, args);
+    owner.dispatch(descriptors_of(args));
+  }
+  auto launch_spec(const Args& args) const {
+    return owner().plan(owner().dispatch(descriptors_of(args)), args);
+  }
+  template <class Args, class Self = Owner>
   requires requires(const Self& owner, const Args& args) { owner.plan(args); }
+  auto launch_spec(const Args& args) const { return owner().plan(args); }
+
+  // Plans the call and launches it on the plan's device and `stream`; returns what the plan's
+  // shape returns (nothing, the outputs, or the finalizer's result).
+  template <class Args, class Self = Owner>
+  requires requires(const Self& owner, const Args& args) { owner.launch_spec(args); }
   auto operator()(const Args& args, cuda::Stream stream = nullptr) {
-    auto spec = owner().plan(args);
+    auto spec = launch_spec(args);
     const LaunchTarget target{spec.device, stream};
     return launch_described(spec, target, DescriptorText::of_args(args));
   }
@@ -367,7 +391,7 @@ class JitKernel : public KernelBase {
 
   // A Program for `key` with what every owner would repeat filled in: the kernel's name, its
   // embedded files, the key's text, and the default options (program.hpp). `name_expression`
-  // is the kernel function to compile, e.g. instantiate("zj::dsv4::dcp_pack_kernel", key).
+  // is the kernel function to compile, e.g. instantiate("zj::examples::scale_add_kernel", key).
   Program make_program(const Key& key, std::string source_path, std::string name_expression,
                        std::vector<std::string> options = {}) const {
     Program prog;
@@ -390,6 +414,7 @@ class JitKernel : public KernelBase {
 
  private:
   Owner& owner() { return static_cast<Owner&>(*this); }
+  const Owner& owner() const { return static_cast<const Owner&>(*this); }
 
   // By reference: a spec carries its argument buffer inline (KernelArgs, ~1.3 KB), and a copy
   // per hop is most of the hit path's cost (measured: 250 against 75 ns a launch on a null

@@ -87,6 +87,8 @@ void append_value(std::string& out, const V& value) {
     append_double(out, static_cast<double>(value));
   } else if constexpr (std::is_same_v<V, TensorDesc>) {
     out += to_string(value);
+  } else if constexpr (std::is_same_v<V, TensorRef>) {
+    out += to_string(value.desc);
   } else if constexpr (std::is_convertible_v<V, std::string_view>) {
     out += std::string_view(value);
   } else if constexpr (requires {

@@ -35,7 +35,7 @@ inline constexpr KernelTable kFamily{
     KernelRow<C128CompressKernel, C128CompressGate, Dsv4Config>{&c128_compress_gate},
     KernelRow<C128StoreKernel, C128DsMlaStoreGate, Dsv4Config>{&c128_ds_mla_store_gate},
     KernelRow<C128StoreFullKernel, C128FullStoreGate, Dsv4Config>{&c128_full_store_gate},
-    KernelRow<DcpPackKernel, DcpPackGate, Dsv4Config>{&dcp_pack_gate},
+    KernelRow<DcpPackKernel, DcpPackGate, Dsv4Config>{&dcp_pack_gate, "dcp_pack"},
 };
 
 // The compressor call of one layer (spec section 7's orchestration): C4 layers use `c4`, C128

@@ -101,7 +101,7 @@ std::uintptr_t exchange_current_stream(const DLPackExchangeAPI& api, int device)
 }
 
 PyObject* exchange_allocate(const DLPackExchangeAPI& api, DType dtype,
-                            std::initializer_list<std::int64_t> shape, Device device,
+                            std::span<const std::int64_t> shape, Device device,
                             std::string_view kernel, std::string_view argument) {
   const DLPackDType code = dtype_to_dlpack(dtype);
   std::array<std::int64_t, kMaxTensorDims> extents{};

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string_view>
 
 #include "zerojit/tensor.hpp"
@@ -38,7 +39,7 @@ std::uintptr_t exchange_current_stream(const dlpack::DLPackExchangeAPI& api, int
 // A new, uninitialized tensor of the producer framework (a torch.Tensor for PyTorch's API):
 // dtype, shape and device as given, compact. Returns a new reference.
 PyObject* exchange_allocate(const dlpack::DLPackExchangeAPI& api, DType dtype,
-                            std::initializer_list<std::int64_t> shape, Device device,
+                            std::span<const std::int64_t> shape, Device device,
                             std::string_view kernel, std::string_view argument);
 
 }  // namespace zerojit::python

@@ -79,7 +79,7 @@ std::optional<TensorRef> FastCall::optional_tensor(PyObject* object, std::string
 }
 
 TensorRef FastCall::output(PyObject*& object, std::string_view argument, DType dtype,
-                           std::initializer_list<std::int64_t> shape) {
+                           std::span<const std::int64_t> shape) {
   if (object != Py_None) return import(object, argument, true);  // the caller holds a reference
   bool valid_shape = true;
   for (const std::int64_t extent : shape) valid_shape = valid_shape && extent >= 0;
@@ -95,8 +95,7 @@ TensorRef FastCall::output(PyObject*& object, std::string_view argument, DType d
     }
     TensorRef placeholder;
     placeholder.desc =
-        TensorDesc::contiguous(dtype, std::span<const std::int64_t>(shape.begin(), shape.size()),
-                               first_device_ ? *first_device_ : Device::cpu());
+        TensorDesc::contiguous(dtype, shape, first_device_ ? *first_device_ : Device::cpu());
     return placeholder;
   }
   object = exchange_allocate(*api_, dtype, shape, *first_device_, kernel_, argument);

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -47,7 +48,12 @@ class FastCall {
   // fast_ops.cpp), or (object is None) a new compact one of the inputs' framework, stored into
   // `object` (a new reference the caller returns or releases).
   TensorRef output(PyObject*& object, std::string_view argument, DType dtype,
-                   std::initializer_list<std::int64_t> shape);
+                   std::span<const std::int64_t> shape);
+  TensorRef output(PyObject*& object, std::string_view argument, DType dtype,
+                   std::initializer_list<std::int64_t> shape) {
+    return output(object, argument, dtype,
+                  std::span<const std::int64_t>(shape.begin(), shape.size()));
+  }
 
   std::int64_t integer(PyObject* object, std::string_view argument) const;
   std::optional<std::int64_t> optional_integer(PyObject* object, std::string_view argument) const;
@@ -80,7 +86,7 @@ class FastCall {
 // more than the launch); on a miss, which may compile for seconds, with the GIL released.
 template <class Kernel, class Args>
 void launch_from_python(Kernel& kernel, const Args& args, FastCall& call) {
-  auto spec = kernel.plan(args);
+  auto spec = kernel.launch_spec(args);
   call.throw_deferred();
   const LaunchTarget target{spec.device, call.stream()};
   const cuda::ScopedDevice device(spec.device);
@@ -88,7 +94,13 @@ void launch_from_python(Kernel& kernel, const Args& args, FastCall& call) {
     kernel.launch(std::move(spec), target);
     return;
   }
-  const auto descriptors = args.descriptors();
+  const auto descriptors = [&] {
+    if constexpr (DeclaredArguments<Args>) {
+      return descriptors_of(args);
+    } else {
+      return args.descriptors();
+    }
+  }();
   PyThreadState* saved = PyEval_SaveThread();
   try {
     kernel.launch(std::move(spec), target, &descriptors);

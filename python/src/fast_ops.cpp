@@ -6,10 +6,14 @@
 // The CPU-reference mode of the same ops stays in kernels.cpp (host tensors, not a hot path).
 #include <Python.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <initializer_list>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include "arguments.hpp"
 #include "bindings.hpp"
@@ -27,10 +31,11 @@ namespace {
 class OwnedObjects {
  public:
   OwnedObjects(std::initializer_list<PyObject**> slots) {
-    for (PyObject** slot : slots) {
-      slots_[count_++] = slot;
-      if (*slot != nullptr && *slot != Py_None) Py_INCREF(*slot);
-    }
+    for (PyObject** slot : slots) add(slot);
+  }
+  void add(PyObject** slot) {
+    slots_.at(count_++) = slot;
+    if (*slot != nullptr && *slot != Py_None) Py_INCREF(*slot);
   }
   ~OwnedObjects() {
     if (released_) return;
@@ -56,7 +61,7 @@ bool has_arguments(const char* op, Py_ssize_t given, Py_ssize_t expected) {
   return false;
 }
 
-// The compressor entry points take a trailing `pdl` flag (vLLM's pdl_kwargs, honoured): the
+// The hand-written entry points take a trailing `pdl` flag (vLLM's pdl_kwargs, honoured): the
 // expected count, or one more.
 bool has_arguments_and_pdl(const char* op, Py_ssize_t given, Py_ssize_t expected) {
   if (given == expected || given == expected + 1) return true;
@@ -146,15 +151,16 @@ void read_indexer_inputs(FastCall& call, PyObject* const* args, dsv4::IndexerQIn
   in.scale = static_cast<float>(call.number(args[4], "scale"));
 }
 
-// (positions, q, cos_sin_cache, weights, scale, q_fp8|None, weights_out|None, stream)
+// (positions, q, cos_sin_cache, weights, scale, q_fp8|None, weights_out|None, stream[, pdl])
 //   -> (q_fp8, weights_out)
 PyObject* indexer_q_fp8(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (!has_arguments("indexer_q_fp8", nargs, 8)) return nullptr;
+  if (!has_arguments_and_pdl("indexer_q_fp8", nargs, 8)) return nullptr;
   return guarded([&]() -> PyObject* {
     auto& kernel = dsv4::IndexerQFp8Kernel::instance();
     FastCall call(kernel.name(), args[7]);
     dsv4::IndexerQFp8Args a;
     read_indexer_inputs(call, args, a.inputs);
+    a.inputs.pdl = nargs > 8 && PyObject_IsTrue(args[8]) == 1;
     const std::int64_t tokens = extent(call, a.inputs.q, "q", 3, 0);
     const std::int64_t heads = a.inputs.q.desc.size(1), dim = a.inputs.q.desc.size(2);
     PyObject* q_fp8 = args[5];
@@ -169,14 +175,15 @@ PyObject* indexer_q_fp8(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 }
 
 // (positions, q, cos_sin_cache, weights, scale, q_packed|None, q_scale|None, weights_out|None,
-//  stream) -> (q_packed, q_scale, weights_out)
+//  stream[, pdl]) -> (q_packed, q_scale, weights_out)
 PyObject* indexer_q_mxfp4(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (!has_arguments("indexer_q_mxfp4", nargs, 9)) return nullptr;
+  if (!has_arguments_and_pdl("indexer_q_mxfp4", nargs, 9)) return nullptr;
   return guarded([&]() -> PyObject* {
     auto& kernel = dsv4::IndexerQMxFp4Kernel::instance();
     FastCall call(kernel.name(), args[8]);
     dsv4::IndexerQMxFp4Args a;
     read_indexer_inputs(call, args, a.inputs);
+    a.inputs.pdl = nargs > 9 && PyObject_IsTrue(args[9]) == 1;
     const std::int64_t tokens = extent(call, a.inputs.q, "q", 3, 0);
     const std::int64_t heads = a.inputs.q.desc.size(1), dim = a.inputs.q.desc.size(2);
     if (dim % 32 != 0) call.fail("q", "head_dim must be a multiple of the MXFP4 block (32)");
@@ -195,9 +202,9 @@ PyObject* indexer_q_mxfp4(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 
 // --- Dequantize + gather -----------------------------------------------------------------------
 
-// (out, k_cache, seq_lens, gather_lens|None, block_table, block_size|None, offset, stream)
+// (out, k_cache, seq_lens, gather_lens|None, block_table, block_size|None, offset, stream[, pdl])
 PyObject* dequant_gather(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (!has_arguments("dequant_gather", nargs, 8)) return nullptr;
+  if (!has_arguments_and_pdl("dequant_gather", nargs, 8)) return nullptr;
   return guarded([&]() -> PyObject* {
     auto& kernel = dsv4::DequantGatherKernel::instance();
     FastCall call(kernel.name(), args[7]);
@@ -212,6 +219,7 @@ PyObject* dequant_gather(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
         .matches_size(call.optional_integer(args[5], "block_size"), "block_size", a.k_cache.desc,
                       "k_cache", 1);
     a.offset = call.integer(args[6], "offset");
+    a.pdl = nargs > 8 && PyObject_IsTrue(args[8]) == 1;
     launch_from_python(kernel, a, call);
     Py_RETURN_NONE;
   });
@@ -369,9 +377,9 @@ PyObject* c128_split(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     call.set_kernel(full_rows ? dsv4::C128StoreFullKernel::instance().name()
                               : dsv4::C128StoreKernel::instance().name());
     if (full_rows) {
-      (void)dsv4::C128StoreFullKernel::instance().plan(stage2);
+      (void)dsv4::C128StoreFullKernel::instance().launch_spec(stage2);
     } else {
-      (void)dsv4::C128StoreKernel::instance().plan(stage2);
+      (void)dsv4::C128StoreKernel::instance().launch_spec(stage2);
     }
     call.set_kernel(compress.name());
     launch_from_python(compress, stage1, call);
@@ -382,31 +390,149 @@ PyObject* c128_split(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   });
 }
 
-// --- DCP pack ----------------------------------------------------------------------------------
+// --- Ops derived from a kernel's declared arguments --------------------------------------------
+//
+// A family row with a Python op name gets its fast path from the kernel's argument declaration
+// (zerojit/arguments.hpp): the declared fields positionally, in declaration order, then the
+// stream. Outputs with an allocation rule may be None (allocated like the input the rule names)
+// and are returned; the op returns None when it has none.
 
-// (logits, topk_indices, packed|None, dcp_rank, dcp_world_size, cp_interleave,
-//  row_starts|None, stream) -> packed
-PyObject* dcp_pack(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (!has_arguments("dcp_pack", nargs, 8)) return nullptr;
-  return guarded([&]() -> PyObject* {
-    auto& kernel = dsv4::DcpPackKernel::instance();
-    FastCall call(kernel.name(), args[7]);
-    dsv4::DcpPackArgs a;
-    a.logits = call.tensor(args[0], "logits");
-    a.topk_indices = call.tensor(args[1], "topk_indices");
-    a.row_starts = call.optional_tensor(args[6], "row_starts");
-    a.dcp_rank = int32_argument(call.kernel(), args[3], "dcp_rank");
-    a.dcp_world_size = int32_argument(call.kernel(), args[4], "dcp_world_size");
-    a.cp_interleave = int32_argument(call.kernel(), args[5], "cp_interleave");
-    PyObject* packed = args[2];
-    OwnedObjects owned{&packed};
-    a.packed = call.output(
-        packed, "packed", DType::f32,
-        {extent(call, a.topk_indices, "topk_indices", 2, 0), a.topk_indices.desc.size(1), 2});
-    launch_from_python(kernel, a, call);
-    owned.release();
-    return packed;
+template <class Args>
+constexpr Py_ssize_t declared_count() {
+  return static_cast<Py_ssize_t>(std::tuple_size_v<decltype(Args::fields())>);
+}
+
+// An input, a scalar or a launch option from its positional argument (outputs come after).
+template <class Field, class Args>
+void read_declared(FastCall& call, PyObject* object, const Field& field, Args& args) {
+  auto& value = args.*(field.member);
+  using V = std::remove_cvref_t<decltype(value)>;
+  if constexpr (std::is_same_v<V, TensorRef>) {
+    if (field.role == ArgumentRole::input) value = call.tensor(object, field.name);
+  } else if constexpr (std::is_same_v<V, std::optional<TensorRef>>) {
+    if (field.role == ArgumentRole::input) value = call.optional_tensor(object, field.name);
+  } else if constexpr (std::is_same_v<V, bool>) {
+    value = call.optional_flag(object, field.name).value_or(value);
+  } else if constexpr (std::is_same_v<V, int>) {
+    value = int32_argument(call.kernel(), object, field.name);
+  } else if constexpr (std::is_integral_v<V>) {
+    value = call.integer(object, field.name);
+  } else {
+    value = static_cast<V>(call.number(object, field.name));
+  }
+}
+
+// The shape an output's allocation rule gives: the leading extents of the input it names (which
+// must have exactly that many dimensions), then its fixed extents.
+template <class Args>
+std::vector<std::int64_t> allocated_shape(const FastCall& call, const Args& args,
+                                          const OutputAllocation& rule) {
+  const TensorDesc* like = nullptr;
+  for_each_argument<Args>([&](const auto& field) {
+    if constexpr (std::is_same_v<std::remove_cvref_t<decltype(args.*(field.member))>, TensorRef>) {
+      if (field.name == rule.like) like = &(args.*(field.member)).desc;
+    }
   });
+  if (like == nullptr) call.fail(rule.like, "names no tensor argument of the kernel");
+  std::vector<std::int64_t> shape;
+  for (int dim = 0; dim < rule.leading_dims; ++dim) {
+    shape.push_back(extent(call, TensorRef{*like, nullptr}, rule.like, rule.leading_dims, dim));
+  }
+  shape.insert(shape.end(), rule.trailing.begin(), rule.trailing.begin() + rule.trailing_count);
+  return shape;
+}
+
+template <class Kernel>
+PyObject* declared_op(PyObject*, PyObject* const* objects, Py_ssize_t nargs) {
+  using Args = CallArgs<typename Kernel::Descriptors>;
+  constexpr Py_ssize_t count = declared_count<Args>();
+  auto& kernel = Kernel::instance();
+  if (nargs != count + 1) {
+    PyErr_Format(PyExc_TypeError, "%s takes %zd positional arguments (%zd given)",
+                 kernel.name().c_str(), count + 1, nargs);
+    return nullptr;
+  }
+  return guarded([&]() -> PyObject* {
+    FastCall call(kernel.name(), objects[count]);
+    Args args;
+    std::array<PyObject*, static_cast<std::size_t>(count)> slots{};
+    std::copy(objects, objects + count, slots.begin());
+    Py_ssize_t position = 0;
+    for_each_argument<Args>(
+        [&](const auto& field) { read_declared(call, slots[position++], field, args); });
+    OwnedObjects owned{};
+    std::vector<PyObject*> returned;
+    position = 0;
+    for_each_argument<Args>([&](const auto& field) {
+      PyObject*& slot = slots[position++];
+      if constexpr (std::is_same_v<std::remove_cvref_t<decltype(args.*(field.member))>,
+                                   TensorRef>) {
+        if (field.role != ArgumentRole::output) return;
+        if (field.allocation.like.empty()) {
+          args.*(field.member) = call.tensor(slot, field.name);
+          return;
+        }
+        owned.add(&slot);
+        args.*(field.member) = call.output(slot, field.name, field.allocation.dtype,
+                                           allocated_shape(call, args, field.allocation));
+        returned.push_back(slot);
+      }
+    });
+    launch_from_python(kernel, args, call);
+    owned.release();
+    if (returned.empty()) Py_RETURN_NONE;
+    if (returned.size() == 1) return returned.front();
+    PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(returned.size()));
+    if (tuple == nullptr) throw pybind11::error_already_set();
+    for (std::size_t i = 0; i < returned.size(); ++i) {
+      PyTuple_SET_ITEM(tuple, static_cast<Py_ssize_t>(i), returned[i]);
+    }
+    return tuple;
+  });
+}
+
+// "(logits, topk_indices, packed|None, ..., pdl, stream) -> packed": the op's docstring.
+template <class Args>
+std::string declared_signature(std::string_view kernel) {
+  std::string text = std::string(kernel) + " (fast path): (";
+  std::string returns;
+  for_each_argument<Args>([&](const auto& field) {
+    text += std::string(field.name);
+    const bool allocated = field.role == ArgumentRole::output && !field.allocation.like.empty();
+    if (allocated) returns += (returns.empty() ? "" : ", ") + std::string(field.name);
+    if (allocated || field.role == ArgumentRole::launch_option) text += "|None";
+    text += ", ";
+  });
+  return text + "stream) -> " + (returns.empty() ? "None" : returns);
+}
+
+// Adds the derived op of every family row with a Python op name to `fast`, and their operator
+// schemas (zerojit/arguments.hpp) as fast.SCHEMAS, {op: schema}, for zerojit.torch_ops.
+void bind_declared_ops(pybind11::module_& fast) {
+  // PyMethodDef and its strings must outlive the module.
+  static std::deque<PyMethodDef> definitions;
+  static std::deque<std::string> texts;
+  pybind11::dict schemas;
+  dsv4::kFamily.for_each_row([&](const auto& row) {
+    using Kernel = typename std::remove_cvref_t<decltype(row)>::KernelType;
+    if constexpr (DeclaredArguments<typename Kernel::Descriptors>) {
+      if (row.python_op.empty()) return;
+      using Args = CallArgs<typename Kernel::Descriptors>;
+      const std::string& name = texts.emplace_back(row.python_op);
+      const std::string& doc =
+          texts.emplace_back(declared_signature<Args>(Kernel::instance().name()));
+      PyMethodDef& definition = definitions.emplace_back(PyMethodDef{
+          name.c_str(),
+          reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&declared_op<Kernel>)),
+          METH_FASTCALL, doc.c_str()});
+      PyObject* function =
+          PyCMethod_New(&definition, nullptr, fast.attr("__name__").ptr(), nullptr);
+      if (function == nullptr) throw pybind11::error_already_set();
+      fast.add_object(name.c_str(), pybind11::reinterpret_steal<pybind11::object>(function));
+      schemas[name.c_str()] = operator_schema<Args>();
+    }
+  });
+  fast.attr("SCHEMAS") = schemas;
 }
 
 PyMethodDef kFastOps[] = {
@@ -425,8 +551,6 @@ PyMethodDef kFastOps[] = {
      METH_FASTCALL, "C128 norm + RoPE + store (fast path)"},
     {"c128_split", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(c128_split)),
      METH_FASTCALL, "C128 compress then store, one call (fast path)"},
-    {"dcp_pack", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(dcp_pack)),
-     METH_FASTCALL, "DCP top-k candidate pack (fast path)"},
     {nullptr, nullptr, 0, nullptr},
 };
 
@@ -436,6 +560,7 @@ void bind_fast_ops(pybind11::module_& module) {
   pybind11::module_ fast = module.def_submodule(
       "fast", "the DSv4 ops' launch path: positional arguments, the stream last");
   if (PyModule_AddFunctions(fast.ptr(), kFastOps) != 0) throw pybind11::error_already_set();
+  bind_declared_ops(fast);
 }
 
 }  // namespace zerojit::python

@@ -15,13 +15,13 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "arguments.hpp"
 #include "bindings.hpp"
 #include "dlpack.hpp"
 #include "dsv4/compressor/reference.hpp"
-#include "dsv4/dcp_pack/reference.hpp"
 #include "dsv4/dequant_gather/reference.hpp"
 #include "dsv4/family.hpp"
 #include "dsv4/indexer_q/reference.hpp"
@@ -199,7 +199,7 @@ py::object indexer_q(bool mxfp4, py::handle positions, py::handle q, py::handle 
     const dsv4::IndexerQFp8Outputs outputs{call.output(q_values, "q_fp8"),
                                            call.output(weights_out, "weights_out")};
     run_reference([&] {
-      const auto spec = fp8.plan(dsv4::IndexerQFp8Args{inputs, outputs});
+      const auto spec = fp8.launch_spec(dsv4::IndexerQFp8Args{inputs, outputs});
       const auto params = unpack_params<zj::dsv4::IndexerQParams>(spec.args, call.kernel());
       reference::indexer_q_fp8(params, {spec.key.head_dim, spec.key.rope_dim, spec.key.num_heads,
                                         spec.key.cos_sin_dtype == DType::bf16});
@@ -210,7 +210,7 @@ py::object indexer_q(bool mxfp4, py::handle positions, py::handle q, py::handle 
                                            call.output(q_scale, "q_scale"),
                                            call.output(weights_out, "weights_out")};
   run_reference([&] {
-    const auto spec = fp4.plan(dsv4::IndexerQMxFp4Args{inputs, outputs});
+    const auto spec = fp4.launch_spec(dsv4::IndexerQMxFp4Args{inputs, outputs});
     const auto params = unpack_params<zj::dsv4::IndexerQParams>(spec.args, call.kernel());
     reference::indexer_q_mxfp4(params, {spec.key.head_dim, spec.key.rope_dim, spec.key.num_heads,
                                         spec.key.cos_sin_dtype == DType::bf16});
@@ -235,7 +235,7 @@ py::object dequant_gather(py::handle out, py::handle k_cache, py::handle seq_len
   call.checks().matches_size(call.optional_integer(block_size, "block_size"), "block_size",
                              args.k_cache.desc, "k_cache", 1);
   run_reference([&] {
-    const auto spec = kernel.plan(args);
+    const auto spec = kernel.launch_spec(args);
     check_indices_below(call, args.block_table, "block_table", args.k_cache.desc.size(0),
                         "the pages of k_cache");
     const auto params = unpack_params<zj::dsv4::DequantGatherParams>(spec.args, call.kernel());
@@ -298,13 +298,13 @@ py::object c4_store(py::handle state_cache, py::handle token_to_req_indices, py:
                           "the rows of cos_sin_cache", &args.slot_mapping);
     };
     if (full_rows) {
-      const auto spec = full.plan(args);
+      const auto spec = full.launch_spec(args);
       check_indices();
       const auto params = unpack_params<zj::dsv4::C4StoreFullParams>(spec.args, call.kernel());
       return reference::c4_store_full(
           params, {spec.key.store_full_fp8, norm_weight_type(spec.key.norm_weight_dtype)});
     }
-    const auto spec = ds_mla.plan(args);
+    const auto spec = ds_mla.launch_spec(args);
     check_indices();
     const auto params = unpack_params<zj::dsv4::C4StoreParams>(spec.args, call.kernel());
     return reference::c4_store(params, {norm_weight_type(spec.key.norm_weight_dtype)});
@@ -328,7 +328,7 @@ py::object c128_compress(py::handle state_cache, py::handle token_to_req_indices
   call.checks().matches_size(call.optional_integer(block_size, "block_size"), "block_size",
                              args.state_cache.desc, "state_cache", 1);
   return rows_to_list(run_reference([&] {
-    const auto spec = kernel.plan(args);
+    const auto spec = kernel.launch_spec(args);
     check_indices_below(call, args.block_table, "block_table", args.state_cache.desc.size(0),
                         "the blocks of state_cache");
     const auto params = unpack_params<zj::dsv4::C128CompressParams>(spec.args, call.kernel());
@@ -364,13 +364,13 @@ py::object c128_store(py::handle compressed_kv, py::handle positions, py::handle
                           "the rows of cos_sin_cache", &args.kv_slot_mapping);
     };
     if (full_rows) {
-      const auto spec = full.plan(args);
+      const auto spec = full.launch_spec(args);
       check_indices();
       const auto params = unpack_params<zj::dsv4::C128StoreFullParams>(spec.args, call.kernel());
       return reference::c128_store_full(
           params, {spec.key.store_full_fp8, norm_weight_type(spec.key.norm_weight_dtype)});
     }
-    const auto spec = ds_mla.plan(args);
+    const auto spec = ds_mla.launch_spec(args);
     check_indices();
     const auto params = unpack_params<zj::dsv4::C128StoreParams>(spec.args, call.kernel());
     return reference::c128_store(params, {spec.key.kv_cache_block_size, spec.key.kv_block_stride,
@@ -378,28 +378,78 @@ py::object c128_store(py::handle compressed_kv, py::handle positions, py::handle
   }));
 }
 
-// --- DCP top-k candidate packing (spec section 12) ------------------------------------------
+// --- References derived from a kernel's declared arguments ------------------------------------
+//
+// A family row with a Python op name gets its reference from the kernel's declaration: the
+// declared fields positionally (launch options left out), planned as for a launch, then the
+// kernel's typed reference (Kernel::reference(key, params)) on the block the plan packed.
 
-py::object dcp_pack(py::handle logits, py::handle topk_indices, py::handle packed,
-                    py::handle dcp_rank, py::handle dcp_world_size, py::handle cp_interleave,
-                    py::handle row_starts) {
-  dsv4::DcpPackKernel& kernel = dsv4::DcpPackKernel::instance();
+template <class Function>
+struct ReferenceSignature;
+template <class Key, class Params>
+struct ReferenceSignature<void (*)(const Key&, const Params&)> {
+  using ParamsType = Params;
+};
+
+template <class Field, class Args>
+void read_declared(CallArguments& call, py::handle object, const Field& field, Args& args) {
+  auto& value = args.*(field.member);
+  using V = std::remove_cvref_t<decltype(value)>;
+  if constexpr (std::is_same_v<V, TensorRef>) {
+    value = field.role == ArgumentRole::output ? call.output(object, field.name)
+                                               : call.input(object, field.name);
+  } else if constexpr (std::is_same_v<V, std::optional<TensorRef>>) {
+    value = call.optional_input(object, field.name);
+  } else if constexpr (std::is_same_v<V, bool>) {
+    value = py::cast<bool>(object);
+  } else if constexpr (std::is_same_v<V, int>) {
+    value = call.int32(object, field.name);
+  } else if constexpr (std::is_integral_v<V>) {
+    value = call.integer(object, field.name);
+  } else {
+    value = static_cast<V>(py::cast<double>(object));
+  }
+}
+
+template <class Kernel>
+py::object declared_reference(const py::args& values) {
+  using Args = CallArgs<typename Kernel::Descriptors>;
+  using Params = typename ReferenceSignature<decltype(&Kernel::reference)>::ParamsType;
+  auto& kernel = Kernel::instance();
+  std::size_t count = 0;
+  for_each_argument<Args>([&](const auto& field) {
+    if (field.role != ArgumentRole::launch_option) ++count;
+  });
+  if (values.size() != count) {
+    throw py::type_error(kernel.name() + " (reference) takes " + std::to_string(count) +
+                         " positional arguments (" + std::to_string(values.size()) + " given)");
+  }
   CallArguments call(kernel.name());
-  dsv4::DcpPackArgs args;
-  args.logits = call.input(logits, "logits");
-  args.topk_indices = call.input(topk_indices, "topk_indices");
-  args.row_starts = call.optional_input(row_starts, "row_starts");
-  args.packed = call.output(packed, "packed");
-  args.dcp_rank = call.int32(dcp_rank, "dcp_rank");
-  args.dcp_world_size = call.int32(dcp_world_size, "dcp_world_size");
-  args.cp_interleave = call.int32(cp_interleave, "cp_interleave");
+  Args args;
+  std::size_t position = 0;
+  for_each_argument<Args>([&](const auto& field) {
+    if (field.role != ArgumentRole::launch_option) {
+      read_declared(call, values[position++], field, args);
+    }
+  });
   run_reference([&] {
-    const auto spec = kernel.plan(args);
-    const auto params = unpack_params<zj::dsv4::DcpPackParams>(spec.args, call.kernel());
-    reference::dcp_pack(params, {spec.key.topk, spec.key.has_row_starts, spec.key.dcp_world_size,
-                                 spec.key.cp_interleave});
+    const auto spec = kernel.launch_spec(args);
+    Kernel::reference(spec.key, unpack_params<Params>(spec.args, call.kernel()));
   });
   return py::none();
+}
+
+// Adds the derived reference of every family row with a Python op name to `reference`.
+void bind_declared_references(py::module_& reference) {
+  dsv4::kFamily.for_each_row([&](const auto& row) {
+    using Kernel = typename std::remove_cvref_t<decltype(row)>::KernelType;
+    if constexpr (DeclaredArguments<typename Kernel::Descriptors> &&
+                  requires { &Kernel::reference; }) {
+      if (row.python_op.empty()) return;
+      reference.def(std::string(row.python_op).c_str(), &declared_reference<Kernel>,
+                    (Kernel::instance().name() + ": the CPU reference on host tensors").c_str());
+    }
+  });
 }
 
 // --- Tolerance-aware comparisons of the compressor outputs (compressor/reference.hpp) --------
@@ -507,9 +557,7 @@ void bind_kernels(py::module_& module) {
                 py::arg("cos_sin_cache"), py::arg("k_cache"), py::arg("kv_slot_mapping"),
                 py::arg("kv_cache_block_size"), py::arg("kv_block_stride"), py::arg("fp8_scale"),
                 py::arg("store_full_kv"), py::arg("store_full_fp8"));
-  reference.def("dcp_pack", &dcp_pack, py::arg("logits"), py::arg("topk_indices"),
-                py::arg("packed"), py::arg("dcp_rank"), py::arg("dcp_world_size"),
-                py::arg("cp_interleave"), py::arg("row_starts"));
+  bind_declared_references(reference);
 
   reference.def("compare_ds_mla_rows", &compare_ds_mla_rows, py::arg("expected"), py::arg("actual"),
                 py::arg("page_stride_bytes"), py::arg("kv_cache_block_size"), py::arg("kv_slots"));

@@ -12,7 +12,7 @@ class Error(RuntimeError):
 class InvalidArgument(Error, ValueError):
     """A tensor or value a kernel cannot take. Nothing was launched.
 
-    Attributes: ``kernel`` (e.g. ``"dsv4.dcp_pack"``) and ``argument`` (e.g. ``"logits"``).
+    Attributes: ``kernel`` (e.g. ``"dsv4.dequant_gather"``) and ``argument`` (e.g. ``"logits"``).
     """
 
     def __init__(self, message, kernel=None, argument=None):

@@ -107,21 +107,23 @@ def fused_indexer_q_rope_quant_fp8(
     index_weights_out,
     *,
     stream=None,
+    pdl=False,
     _reference=False,
 ):
     """RoPE + FP8 quantization of the indexer query into caller-allocated outputs.
 
     ``index_q_fp8``: ``[T, H, D]`` float8_e4m3fn (or uint8); ``index_weights_out``: ``[T, H]``
-    float32 = weights * q_scale * softmax_scale * head_scale.
+    float32 = weights * q_scale * softmax_scale * head_scale. ``pdl``: launch with programmatic
+    dependent launch.
     """
     scale = float(index_weights_softmax_scale) * float(index_weights_head_scale)
     args = (positions, index_q, index_q_cos_sin_cache, index_weights, scale, index_q_fp8)
     if _reference:
         _cpu.indexer_q_fp8(*args, index_weights_out)
     elif _eager(index_q):
-        _fast.indexer_q_fp8(*args, index_weights_out, stream)
+        _fast.indexer_q_fp8(*args, index_weights_out, stream, pdl)
     else:
-        _torch_ops().indexer_q_fp8(*args, index_weights_out)
+        _torch_ops().indexer_q_fp8(*args, index_weights_out, bool(pdl))
 
 
 def fused_indexer_q_rope_quant_mxfp4(
@@ -136,22 +138,24 @@ def fused_indexer_q_rope_quant_mxfp4(
     index_weights_out,
     *,
     stream=None,
+    pdl=False,
     _reference=False,
 ):
     """RoPE + MXFP4 quantization of the indexer query into caller-allocated outputs.
 
     ``index_q_packed``: ``[T, H, D/2]`` uint8 (two E2M1 codes a byte, low nibble first);
     ``index_q_scale``: ``[T, H, D/32]`` uint8 UE8M0 exponents; ``index_weights_out``: ``[T, H]``
-    float32 = weights * softmax_scale * head_scale.
+    float32 = weights * softmax_scale * head_scale. ``pdl``: launch with programmatic dependent
+    launch.
     """
     scale = float(index_weights_softmax_scale) * float(index_weights_head_scale)
     args = (positions, index_q, index_q_cos_sin_cache, index_weights, scale, index_q_packed)
     if _reference:
         _cpu.indexer_q_mxfp4(*args, index_q_scale, index_weights_out)
     elif _eager(index_q):
-        _fast.indexer_q_mxfp4(*args, index_q_scale, index_weights_out, stream)
+        _fast.indexer_q_mxfp4(*args, index_q_scale, index_weights_out, stream, pdl)
     else:
-        _torch_ops().indexer_q_mxfp4(*args, index_q_scale, index_weights_out)
+        _torch_ops().indexer_q_mxfp4(*args, index_q_scale, index_weights_out, bool(pdl))
 
 
 def fused_indexer_q_rope_quant(
@@ -247,23 +251,24 @@ def dequantize_and_gather_k_cache(
     offset=0,
     *,
     stream=None,
+    pdl=False,
     _reference=False,
 ):
     """Dequantizes the trailing ``gather_lens[r]`` tokens (all ``seq_lens[r]`` when
     ``gather_lens`` is None) of each request's fp8_ds_mla K cache into
     ``out[r, offset + i, :]`` (bf16, 512 wide). Writes ``out`` in place; returns None. Rows
     outside ``[offset, offset + G)`` are untouched. ``block_size`` must equal
-    ``k_cache.shape[1]``.
+    ``k_cache.shape[1]``. ``pdl``: launch with programmatic dependent launch.
     """
     if _reference:
         _cpu.dequant_gather(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset)
     elif _eager(out):
         _fast.dequant_gather(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset,
-                             stream)
+                             stream, pdl)
     else:
         _check_block_size(k_cache, block_size, "dsv4.dequant_gather")
         _torch_ops().dequant_gather(out, k_cache, seq_lens, gather_lens, block_table,
-                                    _integer(offset, "dsv4.dequant_gather", "offset"))
+                                    _integer(offset, "dsv4.dequant_gather", "offset"), bool(pdl))
 
 
 def _check_block_size(k_cache, block_size, kernel):
@@ -310,8 +315,8 @@ def fused_kv_compress_norm_rope_insert_sparse_attn(
     + scale bytes), bfloat16 = full BF16 rows, float8_e4m3fn = full per-tensor-scaled rows
     (``fp8_scale``, default 1). ``block_size``, ``kv_cache_block_size``, ``kv_block_stride``,
     ``store_full_kv`` and ``store_full_fp8`` are optional and, when given, must agree with the
-    tensors. ``pdl``: launch with programmatic dependent launch (the launch path; the traced
-    path launches without). Writes ``k_cache`` in place; returns None.
+    tensors. ``pdl``: launch with programmatic dependent launch. Writes ``k_cache`` in place;
+    returns None.
     """
     args = (state_cache, token_to_req_indices, positions, slot_mapping, block_table, block_size,
             rms_norm_weight, rms_norm_eps, cos_sin_cache, k_cache, kv_slot_mapping,
@@ -324,7 +329,8 @@ def fused_kv_compress_norm_rope_insert_sparse_attn(
     else:
         _torch_ops().c4_store(state_cache, token_to_req_indices, positions, slot_mapping,
                               block_table, rms_norm_weight, float(rms_norm_eps), cos_sin_cache,
-                              k_cache, kv_slot_mapping, _default_fp8_scale(k_cache, fp8_scale))
+                              k_cache, kv_slot_mapping, _default_fp8_scale(k_cache, fp8_scale),
+                              bool(pdl))
     return None
 
 
@@ -632,26 +638,28 @@ def pack_dcp_topk_candidates(
     row_starts=None,
     *,
     stream=None,
+    pdl=False,
     _reference=False,
 ):
     """Turns this rank's local top-k indices into ``(score, global id)`` float pairs:
     ``packed[r, c] = (logits[r, l + row_start], float(global(l)))`` for ``l =
     topk_indices[r, c] >= 0``, and ``(-inf, -1.0)`` for -1. ``packed`` ``[R, K, 2]`` float32 is
-    allocated when None. Returns ``packed``.
+    allocated when None. ``pdl``: launch with programmatic dependent launch. Returns ``packed``.
     """
     if not _reference and _eager(logits):
         return _fast.dcp_pack(logits, topk_indices, packed, dcp_rank, dcp_world_size,
-                              cp_interleave, row_starts, stream)
+                              cp_interleave, row_starts, pdl, stream)
+    kernel = "dsv4.dcp_pack"
     if packed is None:
-        rows, topk = shape_of(topk_indices, "dsv4.dcp_pack", "topk_indices", 2)
+        rows, topk = shape_of(topk_indices, kernel, "topk_indices", 2)
         packed = empty(logits, (rows, topk, 2), "f32")
     if _reference:
         _cpu.dcp_pack(logits, topk_indices, packed, dcp_rank, dcp_world_size, cp_interleave,
                       row_starts)
     else:
-        kernel = "dsv4.dcp_pack"
-        _torch_ops().dcp_pack(logits, topk_indices, row_starts, packed,
+        _torch_ops().dcp_pack(logits, topk_indices, packed,
                               _integer(dcp_rank, kernel, "dcp_rank"),
                               _integer(dcp_world_size, kernel, "dcp_world_size"),
-                              _integer(cp_interleave, kernel, "cp_interleave"))
+                              _integer(cp_interleave, kernel, "cp_interleave"), row_starts,
+                              bool(pdl))
     return packed

@@ -8,10 +8,10 @@ std::vector<PlannedLaunch> plan_call(const AttentionKernels& kernels, const Atte
   std::visit(
       [&](const auto& args) {
         kernels.route(args, [&out](auto& kernel, const auto& kernel_args) {
-          const auto spec = kernel.plan(kernel_args);
+          const auto spec = kernel.launch_spec(kernel_args);
           // An empty grid launches nothing, so it compiles nothing either (JitKernel::launch).
           if (spec.geometry.empty()) return;
-          out.push_back({&kernel, describe(spec.key), describe(kernel_args.descriptors())});
+          out.push_back({&kernel, describe(spec.key), DescriptorText::of_args(kernel_args)()});
         });
       },
       call.args);

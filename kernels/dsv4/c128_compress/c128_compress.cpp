@@ -38,9 +38,8 @@ Program C128CompressKernel::program(const C128CompressKey& key) const {
 }
 
 LaunchSpecWithOutputs<C128CompressKey, TensorRef> C128CompressKernel::plan(
-    const C128CompressArgs& a) const {
+    const C128CompressKey& key, const C128CompressArgs& a) const {
   const ArgumentChecks checks = this->checks();
-  const C128CompressKey key = dispatch(a.descriptors());
   const TensorDesc& state = a.state_cache.desc;
   checks.size(state, "state_cache", 1, params::kC128StateBlockSize);
   checks.size(state, "state_cache", 2, 2 * key.head_size);

@@ -24,41 +24,32 @@ struct C128CompressKey {
   auto operator<=>(const C128CompressKey&) const = default;
 };
 
-struct C128CompressDescriptors {
-  TensorDesc state_cache;    // f32 [n_blocks, 8, 2 * state_width]
-  TensorDesc token_to_req;   // i32
-  TensorDesc positions;      // i64
-  TensorDesc slot_mapping;   // i64 [T]
-  TensorDesc block_table;    // i32 [reqs, blocks]
-  TensorDesc compressed_kv;  // f32 [T, head_size]
-
-  static constexpr auto fields() {
-    return std::tuple{field("state_cache", &C128CompressDescriptors::state_cache),
-                      field("token_to_req", &C128CompressDescriptors::token_to_req),
-                      field("positions", &C128CompressDescriptors::positions),
-                      field("slot_mapping", &C128CompressDescriptors::slot_mapping),
-                      field("block_table", &C128CompressDescriptors::block_table),
-                      field("compressed_kv", &C128CompressDescriptors::compressed_kv)};
-  }
-};
-
-struct C128CompressArgs {
-  TensorRef state_cache;
-  TensorRef token_to_req;
-  TensorRef positions;
-  TensorRef slot_mapping;
-  TensorRef block_table;
-  TensorRef compressed_kv;  // output; rows of inactive tokens stay unwritten
+// The call's arguments (zerojit/arguments.hpp): with TensorRef what a caller passes, with
+// TensorDesc what dispatch sees.
+template <class Tensor>
+struct C128CompressArguments {
+  Tensor state_cache;    // f32 [n_blocks, 8, 2 * state_width]
+  Tensor token_to_req;   // i32
+  Tensor positions;      // i64
+  Tensor slot_mapping;   // i64 [T]
+  Tensor block_table;    // i32 [reqs, blocks]
+  Tensor compressed_kv;  // f32 [T, head_size]; written
   // Launch with programmatic dependent launch (PDL): the kernel may start while the kernel
   // before it in the stream still runs, and waits for it before reading what it writes. A launch
   // option, not a key field (docs/DESIGN.md, "Programmatic dependent launch").
   bool pdl = false;
 
-  C128CompressDescriptors descriptors() const {
-    return {state_cache.desc,  token_to_req.desc, positions.desc,
-            slot_mapping.desc, block_table.desc,  compressed_kv.desc};
+  static constexpr auto fields() {
+    using A = C128CompressArguments;
+    return std::tuple{
+        input("state_cache", &A::state_cache), input("token_to_req", &A::token_to_req),
+        input("positions", &A::positions),     input("slot_mapping", &A::slot_mapping),
+        input("block_table", &A::block_table), output("compressed_kv", &A::compressed_kv),
+        launch_option("pdl", &A::pdl)};
   }
 };
+using C128CompressArgs = C128CompressArguments<TensorRef>;
+using C128CompressDescriptors = C128CompressArguments<TensorDesc>;
 
 class C128CompressKernel final
     : public JitKernel<C128CompressKernel, C128CompressKey, C128CompressDescriptors> {
@@ -69,7 +60,8 @@ class C128CompressKernel final
   // Builds head 512 with state width 512, either scan.
   Program program(const C128CompressKey& key) const override;
   // Returns compressed_kv, the plan's declared output.
-  LaunchSpecWithOutputs<C128CompressKey, TensorRef> plan(const C128CompressArgs& args) const;
+  LaunchSpecWithOutputs<C128CompressKey, TensorRef> plan(const C128CompressKey& key,
+                                                         const C128CompressArgs& args) const;
   WarmupSpace<C128CompressDescriptors> warmup_space(const C128CompressGate& gate) const;
 
  private:

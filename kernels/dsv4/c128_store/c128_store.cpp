@@ -65,14 +65,6 @@ bool norm_dtype_ok(DType dtype) { return dtype == DType::bf16 || dtype == DType:
 
 }  // namespace
 
-C128StoreDescriptors C128StoreArgs::descriptors() const {
-  return {
-      compressed_kv.desc,   positions.desc,
-      slot_mapping.desc,    rms_norm_weight.desc,
-      cos_sin_cache.desc,   k_cache.desc,
-      kv_slot_mapping.desc, fp8_scale ? std::optional<TensorDesc>(fp8_scale->desc) : std::nullopt};
-}
-
 // --- fp8_ds_mla --------------------------------------------------------------------------------
 
 C128StoreKey C128StoreKernel::dispatch(const C128StoreDescriptors& d) const {
@@ -112,7 +104,8 @@ Program C128StoreKernel::program(const C128StoreKey& key) const {
                           std::string(device_type_name(key.norm_weight_dtype)) + ">");
 }
 
-LaunchSpec<C128StoreKey> C128StoreKernel::plan(const C128StoreArgs& a) const {
+LaunchSpec<C128StoreKey> C128StoreKernel::plan(const C128StoreKey& key,
+                                               const C128StoreArgs& a) const {
   check_c128_inputs(name(), a);
   const ArgumentChecks checks = this->checks();
   const TensorDesc& cache = a.k_cache.desc;
@@ -124,7 +117,7 @@ LaunchSpec<C128StoreKey> C128StoreKernel::plan(const C128StoreArgs& a) const {
   check_ds_mla_pages(checks, cache, 16);
   checks.same_device(cache, "k_cache", a.compressed_kv.desc);
   LaunchSpec<C128StoreKey> spec;
-  spec.key = dispatch(a.descriptors());
+  spec.key = key;
   spec.device = a.compressed_kv.desc.device.ordinal;
   // The key's page stride is stride(0) (checked above) or, for one page, made valid by dispatch.
   params::C128StoreParams p{};
@@ -172,12 +165,13 @@ Program C128StoreFullKernel::program(const C128StoreFullKey& key) const {
                           std::string(device_type_name(key.norm_weight_dtype)) + ">");
 }
 
-LaunchSpec<C128StoreFullKey> C128StoreFullKernel::plan(const C128StoreArgs& a) const {
+LaunchSpec<C128StoreFullKey> C128StoreFullKernel::plan(const C128StoreFullKey& key,
+                                                       const C128StoreArgs& a) const {
   check_c128_inputs(name(), a);
   const TensorDesc& cache = a.k_cache.desc;
   const bool fp8 = check_full_cache(name(), cache, a.fp8_scale, a.compressed_kv.desc);
   LaunchSpec<C128StoreFullKey> spec;
-  spec.key = dispatch(a.descriptors());
+  spec.key = key;
   spec.device = a.compressed_kv.desc.device.ordinal;
   params::C128StoreFullParams p{};
   fill_c128_common(p, a);

@@ -59,45 +59,40 @@ struct C128StoreFullKey {
   auto operator<=>(const C128StoreFullKey&) const = default;
 };
 
-struct C128StoreDescriptors {
-  TensorDesc compressed_kv;    // f32 [T, 512]
-  TensorDesc positions;        // i64
-  TensorDesc slot_mapping;     // i64 [T]
-  TensorDesc rms_norm_weight;  // f32 | bf16 [512]
-  TensorDesc cos_sin_cache;    // f32 [max_pos, 64]
-  TensorDesc k_cache;          // u8 [N, B_k, 584] (ds_mla) | bf16 or e4m3 [N, B, 512] (full)
-  TensorDesc kv_slot_mapping;  // i64
-  std::optional<TensorDesc> fp8_scale;
-
-  static constexpr auto fields() {
-    return std::tuple{field("compressed_kv", &C128StoreDescriptors::compressed_kv),
-                      field("positions", &C128StoreDescriptors::positions),
-                      field("slot_mapping", &C128StoreDescriptors::slot_mapping),
-                      field("rms_norm_weight", &C128StoreDescriptors::rms_norm_weight),
-                      field("cos_sin_cache", &C128StoreDescriptors::cos_sin_cache),
-                      field("k_cache", &C128StoreDescriptors::k_cache),
-                      field("kv_slot_mapping", &C128StoreDescriptors::kv_slot_mapping),
-                      field("fp8_scale", &C128StoreDescriptors::fp8_scale)};
-  }
-};
-
-struct C128StoreArgs {
-  TensorRef compressed_kv;
-  TensorRef positions;
-  TensorRef slot_mapping;
-  TensorRef rms_norm_weight;
+// The call's arguments (zerojit/arguments.hpp): with TensorRef what a caller passes, with
+// TensorDesc what dispatch sees.
+template <class Tensor>
+struct C128StoreArguments {
+  Tensor compressed_kv;    // f32 [T, 512]
+  Tensor positions;        // i64
+  Tensor slot_mapping;     // i64 [T]
+  Tensor rms_norm_weight;  // f32 | bf16 [512]
   float eps = 1e-6f;
-  TensorRef cos_sin_cache;
-  TensorRef k_cache;
-  TensorRef kv_slot_mapping;
-  std::optional<TensorRef> fp8_scale;
+  Tensor cos_sin_cache;    // f32 [max_pos, 64]
+  Tensor k_cache;          // u8 [N, B_k, 584] (ds_mla) | bf16 or e4m3 [N, B, 512] (full); written
+  Tensor kv_slot_mapping;  // i64
+  std::optional<Tensor> fp8_scale;
   // Launch with programmatic dependent launch (PDL): the kernel may start while the kernel
   // before it in the stream still runs, and waits for it before reading what it writes. A launch
   // option, not a key field (docs/DESIGN.md, "Programmatic dependent launch").
   bool pdl = false;
 
-  C128StoreDescriptors descriptors() const;
+  static constexpr auto fields() {
+    using A = C128StoreArguments;
+    return std::tuple{input("compressed_kv", &A::compressed_kv),
+                      input("positions", &A::positions),
+                      input("slot_mapping", &A::slot_mapping),
+                      input("rms_norm_weight", &A::rms_norm_weight),
+                      scalar("eps", &A::eps),
+                      input("cos_sin_cache", &A::cos_sin_cache),
+                      output("k_cache", &A::k_cache),
+                      input("kv_slot_mapping", &A::kv_slot_mapping),
+                      input("fp8_scale", &A::fp8_scale),
+                      launch_option("pdl", &A::pdl)};
+  }
 };
+using C128StoreArgs = C128StoreArguments<TensorRef>;
+using C128StoreDescriptors = C128StoreArguments<TensorDesc>;
 
 class C128StoreKernel final
     : public JitKernel<C128StoreKernel, C128StoreKey, C128StoreDescriptors> {
@@ -107,7 +102,7 @@ class C128StoreKernel final
   // larger shared page such as 39168).
   C128StoreKey dispatch(const C128StoreDescriptors& descriptors) const override;
   Program program(const C128StoreKey& key) const override;
-  LaunchSpec<C128StoreKey> plan(const C128StoreArgs& args) const;
+  LaunchSpec<C128StoreKey> plan(const C128StoreKey& key, const C128StoreArgs& args) const;
   WarmupSpace<C128StoreDescriptors> warmup_space(const C128DsMlaStoreGate& gate) const;
 
  private:
@@ -121,7 +116,7 @@ class C128StoreFullKernel final
   // store_full_fp8 = (k_cache dtype is e4m3).
   C128StoreFullKey dispatch(const C128StoreDescriptors& descriptors) const override;
   Program program(const C128StoreFullKey& key) const override;
-  LaunchSpec<C128StoreFullKey> plan(const C128StoreArgs& args) const;
+  LaunchSpec<C128StoreFullKey> plan(const C128StoreFullKey& key, const C128StoreArgs& args) const;
   WarmupSpace<C128StoreDescriptors> warmup_space(const C128FullStoreGate& gate) const;
 
  private:

@@ -91,24 +91,12 @@ void reject_unless(bool ok, const std::string& kernel, const std::string& key_te
 
 }  // namespace
 
-C4StoreDescriptors C4StoreArgs::descriptors() const {
-  return {compress_ratio,
-          state_cache.desc,
-          token_to_req.desc,
-          positions.desc,
-          slot_mapping.desc,
-          block_table.desc,
-          rms_norm_weight.desc,
-          cos_sin_cache.desc,
-          k_cache.desc,
-          kv_slot_mapping.desc,
-          fp8_scale ? std::optional<TensorDesc>(fp8_scale->desc) : std::nullopt};
-}
-
 // --- fp8_ds_mla -------------------------------------------------------------------------------
 
-C4StoreKey C4StoreKernel::dispatch(const C4StoreDescriptors& d) const {
-  const ArgumentChecks checks = this->checks();
+namespace {
+
+// What both C4 kernels' keys take from the descriptors; `checks` names the dispatching kernel.
+C4StoreKey c4_key(const ArgumentChecks& checks, const C4StoreDescriptors& d) {
   checks.tensor(d.rms_norm_weight, "rms_norm_weight", {DType::bf16, DType::f32}, 1);
   C4StoreKey key;
   key.compress_ratio = d.compress_ratio;
@@ -118,6 +106,12 @@ C4StoreKey C4StoreKernel::dispatch(const C4StoreDescriptors& d) const {
   key.rope_head_dim = static_cast<int>(d.cos_sin_cache.ndim == 2 ? d.cos_sin_cache.size(1) : 0);
   key.norm_weight_dtype = d.rms_norm_weight.dtype;
   return key;
+}
+
+}  // namespace
+
+C4StoreKey C4StoreKernel::dispatch(const C4StoreDescriptors& d) const {
+  return c4_key(checks(), d);
 }
 
 Program C4StoreKernel::program(const C4StoreKey& key) const {
@@ -134,7 +128,7 @@ Program C4StoreKernel::program(const C4StoreKey& key) const {
       "zj::dsv4::c4_store_kernel<" + std::string(device_type_name(key.norm_weight_dtype)) + ">");
 }
 
-LaunchSpec<C4StoreKey> C4StoreKernel::plan(const C4StoreArgs& a) const {
+LaunchSpec<C4StoreKey> C4StoreKernel::plan(const C4StoreKey& key, const C4StoreArgs& a) const {
   check_c4_inputs(name(), a);
   const ArgumentChecks checks = this->checks();
   const TensorDesc& cache = a.k_cache.desc;
@@ -146,7 +140,7 @@ LaunchSpec<C4StoreKey> C4StoreKernel::plan(const C4StoreArgs& a) const {
   check_ds_mla_pages(checks, cache, 16);
   checks.same_device(cache, "k_cache", a.state_cache.desc);
   LaunchSpec<C4StoreKey> spec;
-  spec.key = dispatch(a.descriptors());
+  spec.key = key;
   spec.device = a.state_cache.desc.device.ordinal;
   params::C4StoreParams p{};
   fill_c4_common(p, a);
@@ -169,7 +163,7 @@ WarmupSpace<C4StoreDescriptors> C4StoreKernel::warmup_space(const C4DsMlaStoreGa
 // --- full rows ----------------------------------------------------------------------------------
 
 C4StoreFullKey C4StoreFullKernel::dispatch(const C4StoreDescriptors& d) const {
-  const C4StoreKey base = C4StoreKernel::instance().dispatch(d);
+  const C4StoreKey base = c4_key(checks(), d);
   C4StoreFullKey key;
   key.head_size = base.head_size;
   key.state_width = base.state_width;
@@ -196,12 +190,13 @@ Program C4StoreFullKernel::program(const C4StoreFullKey& key) const {
                           std::string(device_type_name(key.norm_weight_dtype)) + ">");
 }
 
-LaunchSpec<C4StoreFullKey> C4StoreFullKernel::plan(const C4StoreArgs& a) const {
+LaunchSpec<C4StoreFullKey> C4StoreFullKernel::plan(const C4StoreFullKey& key,
+                                                   const C4StoreArgs& a) const {
   check_c4_inputs(name(), a);
   const TensorDesc& cache = a.k_cache.desc;
   const bool fp8 = check_full_cache(name(), cache, a.fp8_scale, a.state_cache.desc);
   LaunchSpec<C4StoreFullKey> spec;
-  spec.key = dispatch(a.descriptors());
+  spec.key = key;
   spec.device = a.state_cache.desc.device.ordinal;
   params::C4StoreFullParams p{};
   fill_c4_common(p, a);

@@ -64,55 +64,46 @@ struct C4StoreFullKey {
   auto operator<=>(const C4StoreFullKey&) const = default;
 };
 
-// What both C4 kernels see at run time.
-struct C4StoreDescriptors {
-  int compress_ratio = 4;               // the layer's ratio
-  TensorDesc state_cache;               // f32 [n_blocks, Bs, 2 * state_width]
-  TensorDesc token_to_req;              // i32 [>= T]
-  TensorDesc positions;                 // i64 [>= T]
-  TensorDesc slot_mapping;              // i64 [T]
-  TensorDesc block_table;               // i32 [reqs, blocks]
-  TensorDesc rms_norm_weight;           // f32 | bf16 [512]
-  TensorDesc cos_sin_cache;             // f32 [max_pos, 64]
-  TensorDesc k_cache;                   // u8 [N, B, 584] (ds_mla) | bf16 or e4m3 [N, B, 512] (full)
-  TensorDesc kv_slot_mapping;           // i64 [>= T]
-  std::optional<TensorDesc> fp8_scale;  // f32 [1], e4m3 full cache only
-
-  static constexpr auto fields() {
-    return std::tuple{field("compress_ratio", &C4StoreDescriptors::compress_ratio),
-                      field("state_cache", &C4StoreDescriptors::state_cache),
-                      field("token_to_req", &C4StoreDescriptors::token_to_req),
-                      field("positions", &C4StoreDescriptors::positions),
-                      field("slot_mapping", &C4StoreDescriptors::slot_mapping),
-                      field("block_table", &C4StoreDescriptors::block_table),
-                      field("rms_norm_weight", &C4StoreDescriptors::rms_norm_weight),
-                      field("cos_sin_cache", &C4StoreDescriptors::cos_sin_cache),
-                      field("k_cache", &C4StoreDescriptors::k_cache),
-                      field("kv_slot_mapping", &C4StoreDescriptors::kv_slot_mapping),
-                      field("fp8_scale", &C4StoreDescriptors::fp8_scale)};
-  }
-};
-
-struct C4StoreArgs {
-  int compress_ratio = 4;
-  TensorRef state_cache;
-  TensorRef token_to_req;
-  TensorRef positions;
-  TensorRef slot_mapping;
-  TensorRef block_table;
-  TensorRef rms_norm_weight;
+// The call's arguments, for both C4 kernels (zerojit/arguments.hpp): with TensorRef what a
+// caller passes, with TensorDesc what dispatch sees.
+template <class Tensor>
+struct C4StoreArguments {
+  int compress_ratio = 4;  // the layer's ratio
+  Tensor state_cache;      // f32 [n_blocks, Bs, 2 * state_width]
+  Tensor token_to_req;     // i32 [>= T]
+  Tensor positions;        // i64 [>= T]
+  Tensor slot_mapping;     // i64 [T]
+  Tensor block_table;      // i32 [reqs, blocks]
+  Tensor rms_norm_weight;  // f32 | bf16 [512]
   float eps = 1e-6f;
-  TensorRef cos_sin_cache;
-  TensorRef k_cache;
-  TensorRef kv_slot_mapping;
-  std::optional<TensorRef> fp8_scale;
+  Tensor cos_sin_cache;    // f32 [max_pos, 64]
+  Tensor k_cache;          // u8 [N, B, 584] (ds_mla) | bf16 or e4m3 [N, B, 512] (full); written
+  Tensor kv_slot_mapping;  // i64 [>= T]
+  std::optional<Tensor> fp8_scale;  // f32 [1], e4m3 full cache only
   // Launch with programmatic dependent launch (PDL): the kernel may start while the kernel
   // before it in the stream still runs, and waits for it before reading what it writes. A launch
   // option, not a key field (docs/DESIGN.md, "Programmatic dependent launch").
   bool pdl = false;
 
-  C4StoreDescriptors descriptors() const;
+  static constexpr auto fields() {
+    using A = C4StoreArguments;
+    return std::tuple{scalar("compress_ratio", &A::compress_ratio),
+                      input("state_cache", &A::state_cache),
+                      input("token_to_req", &A::token_to_req),
+                      input("positions", &A::positions),
+                      input("slot_mapping", &A::slot_mapping),
+                      input("block_table", &A::block_table),
+                      input("rms_norm_weight", &A::rms_norm_weight),
+                      scalar("eps", &A::eps),
+                      input("cos_sin_cache", &A::cos_sin_cache),
+                      output("k_cache", &A::k_cache),
+                      input("kv_slot_mapping", &A::kv_slot_mapping),
+                      input("fp8_scale", &A::fp8_scale),
+                      launch_option("pdl", &A::pdl)};
+  }
 };
+using C4StoreArgs = C4StoreArguments<TensorRef>;
+using C4StoreDescriptors = C4StoreArguments<TensorDesc>;
 
 class C4StoreKernel final : public JitKernel<C4StoreKernel, C4StoreKey, C4StoreDescriptors> {
  public:
@@ -122,7 +113,7 @@ class C4StoreKernel final : public JitKernel<C4StoreKernel, C4StoreKey, C4StoreD
   // Builds only ratio 4 with overlap, head 512, state width 1024, rope 64, quant block 64,
   // fp8_max 448, token stride 576, scale dim 8.
   Program program(const C4StoreKey& key) const override;
-  LaunchSpec<C4StoreKey> plan(const C4StoreArgs& args) const;
+  LaunchSpec<C4StoreKey> plan(const C4StoreKey& key, const C4StoreArgs& args) const;
   WarmupSpace<C4StoreDescriptors> warmup_space(const C4DsMlaStoreGate& gate) const;
 
  private:
@@ -136,7 +127,7 @@ class C4StoreFullKernel final
   // As C4StoreKernel, plus store_full_fp8 = (k_cache dtype is e4m3).
   C4StoreFullKey dispatch(const C4StoreDescriptors& descriptors) const override;
   Program program(const C4StoreFullKey& key) const override;
-  LaunchSpec<C4StoreFullKey> plan(const C4StoreArgs& args) const;
+  LaunchSpec<C4StoreFullKey> plan(const C4StoreFullKey& key, const C4StoreArgs& args) const;
   WarmupSpace<C4StoreDescriptors> warmup_space(const C4FullStoreGate& gate) const;
 
  private:

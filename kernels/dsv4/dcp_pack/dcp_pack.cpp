@@ -30,9 +30,9 @@ Program DcpPackKernel::program(const DcpPackKey& key) const {
                       instantiate("zj::dsv4::dcp_pack_kernel", key));
 }
 
-LaunchSpecWithOutputs<DcpPackKey, TensorRef> DcpPackKernel::plan(const DcpPackArgs& a) const {
+LaunchSpecWithOutputs<DcpPackKey, TensorRef> DcpPackKernel::plan(const DcpPackKey& key,
+                                                                 const DcpPackArgs& a) const {
   const ArgumentChecks checks = this->checks();
-  const DcpPackKey key = dispatch(a.descriptors());
   if (a.dcp_rank < 0 || a.dcp_rank >= a.dcp_world_size) {
     checks.fail("dcp_rank", "must be in [0, " + std::to_string(a.dcp_world_size) + "), got " +
                                 std::to_string(a.dcp_rank));

@@ -7,6 +7,7 @@
 #include <optional>
 #include <tuple>
 
+#include "dsv4/dcp_pack/dcp_pack_params.h"
 #include "dsv4/dcp_pack/gate.hpp"
 #include "dsv4/owner_common.hpp"
 
@@ -27,49 +28,38 @@ struct DcpPackKey {
   auto operator<=>(const DcpPackKey&) const = default;
 };
 
-struct DcpPackDescriptors {
-  TensorDesc logits;                     // f32 [R, N]
-  TensorDesc topk_indices;               // i32 [R, K]
-  std::optional<TensorDesc> row_starts;  // i32 [R] (prefill) or none (decode)
-  TensorDesc packed;                     // f32 [R, K, 2], any strides
+// The call's arguments, in the order of vLLM's Python function (which zerojit's Python
+// binding takes positionally). With TensorRef: what a caller passes; with TensorDesc: what
+// dispatch sees (zerojit/arguments.hpp).
+template <class Tensor>
+struct DcpPackArguments {
+  Tensor logits;        // f32 [R, N]
+  Tensor topk_indices;  // i32 [R, K]
+  Tensor packed;        // f32 [R, K, 2], any strides; written
   int dcp_rank = 0;
   int dcp_world_size = 2;
   int cp_interleave = 1;
-
-  static constexpr auto fields() {
-    return std::tuple{field("logits", &DcpPackDescriptors::logits),
-                      field("topk_indices", &DcpPackDescriptors::topk_indices),
-                      field("row_starts", &DcpPackDescriptors::row_starts),
-                      field("packed", &DcpPackDescriptors::packed),
-                      field("dcp_rank", &DcpPackDescriptors::dcp_rank),
-                      field("dcp_world_size", &DcpPackDescriptors::dcp_world_size),
-                      field("cp_interleave", &DcpPackDescriptors::cp_interleave)};
-  }
-};
-
-struct DcpPackArgs {
-  TensorRef logits;
-  TensorRef topk_indices;
-  std::optional<TensorRef> row_starts;
-  TensorRef packed;  // output
-  int dcp_rank = 0;
-  int dcp_world_size = 2;
-  int cp_interleave = 1;
+  std::optional<Tensor> row_starts;  // i32 [R] (prefill) or none (decode)
   // Launch with programmatic dependent launch (PDL): the kernel may start while the kernel
   // before it in the stream still runs, and waits for it before reading what it writes. A launch
   // option, not a key field (docs/DESIGN.md, "Programmatic dependent launch").
   bool pdl = false;
 
-  DcpPackDescriptors descriptors() const {
-    return {logits.desc,
-            topk_indices.desc,
-            row_starts ? std::optional<TensorDesc>(row_starts->desc) : std::nullopt,
-            packed.desc,
-            dcp_rank,
-            dcp_world_size,
-            cp_interleave};
+  static constexpr auto fields() {
+    using A = DcpPackArguments;
+    return std::tuple{
+        input("logits", &A::logits),
+        input("topk_indices", &A::topk_indices),
+        output("packed", &A::packed, allocated_like(DType::f32, "topk_indices", 2, {2})),
+        scalar("dcp_rank", &A::dcp_rank),
+        scalar("dcp_world_size", &A::dcp_world_size),
+        scalar("cp_interleave", &A::cp_interleave),
+        input("row_starts", &A::row_starts),
+        launch_option("pdl", &A::pdl)};
   }
 };
+using DcpPackArgs = DcpPackArguments<TensorRef>;
+using DcpPackDescriptors = DcpPackArguments<TensorDesc>;
 
 class DcpPackKernel final : public JitKernel<DcpPackKernel, DcpPackKey, DcpPackDescriptors> {
  public:
@@ -78,9 +68,13 @@ class DcpPackKernel final : public JitKernel<DcpPackKernel, DcpPackKey, DcpPackD
   DcpPackKey dispatch(const DcpPackDescriptors& descriptors) const override;
   Program program(const DcpPackKey& key) const override;
   // Returns `packed`. R = 0 launches nothing.
-  LaunchSpecWithOutputs<DcpPackKey, TensorRef> plan(const DcpPackArgs& args) const;
+  LaunchSpecWithOutputs<DcpPackKey, TensorRef> plan(const DcpPackKey& key,
+                                                    const DcpPackArgs& args) const;
   // Decode (no row starts) and prefill (row starts) for one group shape.
   WarmupSpace<DcpPackDescriptors> warmup_space(const DcpPackGate& gate) const;
+  // The CPU reference of the kernel compiled for `key`, on the argument block plan() packs
+  // (defined with the references, reference.cpp; the tests and the Python module link it).
+  static void reference(const DcpPackKey& key, const zj::dsv4::DcpPackParams& params);
 
  private:
   friend JitKernel;

@@ -38,12 +38,12 @@ void require_sharding(int world_size, int cp_interleave, const char* function) {
 
 }  // namespace
 
-void dcp_pack(const zj::dsv4::DcpPackParams& params, const DcpPackConfig& config) {
-  require(config.topk > 0, "dcp_pack: topk must be positive, got " + std::to_string(config.topk));
-  require_sharding(config.world_size, config.cp_interleave, "dcp_pack");
-  require(params.rank >= 0 && params.rank < config.world_size,
+void dcp_pack(const DcpPackKey& key, const zj::dsv4::DcpPackParams& params) {
+  require(key.topk > 0, "dcp_pack: topk must be positive, got " + std::to_string(key.topk));
+  require_sharding(key.dcp_world_size, key.cp_interleave, "dcp_pack");
+  require(params.rank >= 0 && params.rank < key.dcp_world_size,
           "dcp_pack: rank " + std::to_string(params.rank) +
-              " is outside [0, world_size = " + std::to_string(config.world_size) + ")");
+              " is outside [0, world_size = " + std::to_string(key.dcp_world_size) + ")");
   require(params.num_rows >= 0,
           "dcp_pack: num_rows must be >= 0, got " + std::to_string(params.num_rows));
   require(params.num_cols >= 0,
@@ -52,15 +52,15 @@ void dcp_pack(const zj::dsv4::DcpPackParams& params, const DcpPackConfig& config
   require(params.topk_indices != nullptr, "dcp_pack: topk_indices is null");
   require(params.packed != nullptr, "dcp_pack: packed is null");
   require(params.logits != nullptr, "dcp_pack: logits is null");
-  require(!config.has_row_starts || params.row_starts != nullptr,
+  require(!key.has_row_starts || params.row_starts != nullptr,
           "dcp_pack: row_starts is null but the kernel has row starts");
 
-  const std::int64_t world_size = config.world_size;
-  const std::int64_t interleave = config.cp_interleave;
+  const std::int64_t world_size = key.dcp_world_size;
+  const std::int64_t interleave = key.cp_interleave;
   const std::int64_t last_col = std::max<std::int64_t>(params.num_cols - 1, 0);
   for (std::int64_t row = 0; row < params.num_rows; ++row) {
-    const std::int64_t row_start = config.has_row_starts ? params.row_starts[row] : 0;
-    for (std::int64_t col = 0; col < config.topk; ++col) {
+    const std::int64_t row_start = key.has_row_starts ? params.row_starts[row] : 0;
+    for (std::int64_t col = 0; col < key.topk; ++col) {
       const int local = params.topk_indices[row * params.topk_indices_stride_row +
                                             col * params.topk_indices_stride_col];
       std::uint32_t score_bits = kNegativeInfinityBits;
@@ -210,3 +210,11 @@ std::vector<std::int32_t> dcp_exact_topk(const float* logits, std::int64_t num_r
 }
 
 }  // namespace zerojit::dsv4::reference
+
+namespace zerojit::dsv4 {
+
+void DcpPackKernel::reference(const DcpPackKey& key, const zj::dsv4::DcpPackParams& params) {
+  reference::dcp_pack(key, params);
+}
+
+}  // namespace zerojit::dsv4

@@ -8,20 +8,14 @@
 #include <cstdint>
 #include <vector>
 
+#include "dsv4/dcp_pack/dcp_pack.hpp"
 #include "dsv4/dcp_pack/dcp_pack_params.h"
 
 namespace zerojit::dsv4::reference {
 
-// The compile-time values of dcp_pack_kernel<TopK, HasRowStarts, WorldSize, CpInterleave>.
-struct DcpPackConfig {
-  int topk = 0;
-  bool has_row_starts = false;
-  int world_size = 1;
-  int cp_interleave = 1;
-};
-
-// Spec 12.3 on host pointers: for every row r < num_rows and column c < topk, writes the score
-// and id floats of packed[r, c] and nothing else, with the kernel's exact bytes:
+// Spec 12.3 on host pointers, for the kernel compiled for `key`: for every row r < num_rows and
+// column c < topk, writes the score and id floats of packed[r, c] and nothing else, with the
+// kernel's exact bytes:
 //  * index l >= 0: score = bit copy of logits[r, clamp(l + row_start, 0, max(N - 1, 0))], so
 //    NaN payloads and infinities pass through; id = (float)g rounded to nearest even, with
 //    g = (l / I) * (W * I) + rank * I + l % I computed in 64 bits.
@@ -30,7 +24,7 @@ struct DcpPackConfig {
 // The lower clamp at column 0 only matters for a negative row start, which callers never pass.
 // Throws std::invalid_argument naming the argument at fault (non-positive topk / world size /
 // interleave, rank outside [0, world_size), negative num_rows, a null pointer the call needs).
-void dcp_pack(const zj::dsv4::DcpPackParams& params, const DcpPackConfig& config);
+void dcp_pack(const DcpPackKey& key, const zj::dsv4::DcpPackParams& params);
 
 // --- Sharding maps ------------------------------------------------------------------------
 

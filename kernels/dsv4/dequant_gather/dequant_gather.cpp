@@ -23,9 +23,9 @@ Program DequantGatherKernel::program(const DequantGatherKey& key) const {
                       instantiate("zj::dsv4::dequant_gather_kernel", key));
 }
 
-LaunchSpec<DequantGatherKey> DequantGatherKernel::plan(const DequantGatherArgs& a) const {
+LaunchSpec<DequantGatherKey> DequantGatherKernel::plan(const DequantGatherKey& key,
+                                                       const DequantGatherArgs& a) const {
   const ArgumentChecks checks = this->checks();
-  const DequantGatherKey key = dispatch(a.descriptors());
   const TensorDesc& out = a.out.desc;
   checks.tensor(out, "out", {DType::bf16}, 3);
   checks.size(out, "out", 2, params::kDequantGatherHeadDim);

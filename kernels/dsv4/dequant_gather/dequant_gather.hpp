@@ -21,40 +21,34 @@ struct DequantGatherKey {
   auto operator<=>(const DequantGatherKey&) const = default;
 };
 
-struct DequantGatherDescriptors {
-  TensorDesc out;                         // bf16 [num_reqs, M, 512]
-  TensorDesc k_cache;                     // u8 [num_blocks, B, 584]
-  TensorDesc seq_lens;                    // i32 [num_reqs]
-  std::optional<TensorDesc> gather_lens;  // i32 [num_reqs] or none
-  TensorDesc block_table;                 // i32 [num_reqs, max_blocks]
-
-  static constexpr auto fields() {
-    return std::tuple{field("out", &DequantGatherDescriptors::out),
-                      field("k_cache", &DequantGatherDescriptors::k_cache),
-                      field("seq_lens", &DequantGatherDescriptors::seq_lens),
-                      field("gather_lens", &DequantGatherDescriptors::gather_lens),
-                      field("block_table", &DequantGatherDescriptors::block_table)};
-  }
-};
-
-struct DequantGatherArgs {
-  TensorRef out;
-  TensorRef k_cache;
-  TensorRef seq_lens;
-  std::optional<TensorRef> gather_lens;
-  TensorRef block_table;
-  std::int64_t offset = 0;  // first destination row
+// The call's arguments (zerojit/arguments.hpp): with TensorRef what a caller passes, with
+// TensorDesc what dispatch sees.
+template <class Tensor>
+struct DequantGatherArguments {
+  Tensor out;                         // bf16 [num_reqs, M, 512]; written
+  Tensor k_cache;                     // u8 [num_blocks, B, 584]
+  Tensor seq_lens;                    // i32 [num_reqs]
+  std::optional<Tensor> gather_lens;  // i32 [num_reqs] or none
+  Tensor block_table;                 // i32 [num_reqs, max_blocks]
+  std::int64_t offset = 0;            // first destination row
   // Launch with programmatic dependent launch (PDL): the kernel may start while the kernel
   // before it in the stream still runs, and waits for it before reading what it writes. A launch
   // option, not a key field (docs/DESIGN.md, "Programmatic dependent launch").
   bool pdl = false;
 
-  DequantGatherDescriptors descriptors() const {
-    return {out.desc, k_cache.desc, seq_lens.desc,
-            gather_lens ? std::optional<TensorDesc>(gather_lens->desc) : std::nullopt,
-            block_table.desc};
+  static constexpr auto fields() {
+    using A = DequantGatherArguments;
+    return std::tuple{output("out", &A::out),
+                      input("k_cache", &A::k_cache),
+                      input("seq_lens", &A::seq_lens),
+                      input("gather_lens", &A::gather_lens),
+                      input("block_table", &A::block_table),
+                      scalar("offset", &A::offset),
+                      launch_option("pdl", &A::pdl)};
   }
 };
+using DequantGatherArgs = DequantGatherArguments<TensorRef>;
+using DequantGatherDescriptors = DequantGatherArguments<TensorDesc>;
 
 class DequantGatherKernel final
     : public JitKernel<DequantGatherKernel, DequantGatherKey, DequantGatherDescriptors> {
@@ -64,7 +58,8 @@ class DequantGatherKernel final
   Program program(const DequantGatherKey& key) const override;
   // Validates everything (dtypes, shapes, strides, alignment, device, offset) and returns the
   // launch; rows of `out` outside [offset, offset + G) are never written.
-  LaunchSpec<DequantGatherKey> plan(const DequantGatherArgs& args) const;
+  LaunchSpec<DequantGatherKey> plan(const DequantGatherKey& key,
+                                    const DequantGatherArgs& args) const;
 
   // One point per (block_size, has_gather_lens) call the runtime makes (zipped).
   WarmupSpace<DequantGatherDescriptors> warmup_space(const DequantGatherGate& gate) const;

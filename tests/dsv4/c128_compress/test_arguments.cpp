@@ -124,7 +124,7 @@ TEST_F(Dsv4Arguments, C128Compress) {
        {kSameDevice}},
   };
   expect_all_refused<A>(
-      kernel, c128_compress_args(), [&](const A& a) { (void)kernel.plan(a); },
+      kernel, c128_compress_args(), [&](const A& a) { (void)kernel.launch_spec(a); },
       [&](const A& a) { kernel(a); }, mutations);
 }
 

@@ -147,7 +147,7 @@ TEST_F(Dsv4Arguments, C128DsMlaStore) {
   };
   mutations.insert(mutations.end(), cache.begin(), cache.end());
   expect_all_refused<A>(
-      kernel, c128_store_args(), [&](const A& a) { (void)kernel.plan(a); },
+      kernel, c128_store_args(), [&](const A& a) { (void)kernel.launch_spec(a); },
       [&](const A& a) { kernel(a); }, mutations);
 }
 
@@ -160,7 +160,7 @@ TEST_F(Dsv4Arguments, C128FullStore) {
   for (const bool fp8 : {false, true}) {
     SCOPED_TRACE(fp8 ? "e4m3 cache" : "bf16 cache");
     expect_all_refused<A>(
-        kernel, c128_full_args(fp8), [&](const A& a) { (void)kernel.plan(a); },
+        kernel, c128_full_args(fp8), [&](const A& a) { (void)kernel.launch_spec(a); },
         [&](const A& a) { kernel(a); }, mutations);
   }
 }

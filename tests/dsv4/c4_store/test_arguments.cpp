@@ -219,8 +219,8 @@ TEST_F(Dsv4Arguments, C4DsMlaStore) {
   };
   mutations.insert(mutations.end(), cache.begin(), cache.end());
   expect_all_refused<A>(
-      kernel, c4_args(), [&](const A& a) { (void)kernel.plan(a); }, [&](const A& a) { kernel(a); },
-      mutations);
+      kernel, c4_args(), [&](const A& a) { (void)kernel.launch_spec(a); },
+      [&](const A& a) { kernel(a); }, mutations);
 }
 
 TEST_F(Dsv4Arguments, C4FullStore) {
@@ -232,7 +232,7 @@ TEST_F(Dsv4Arguments, C4FullStore) {
   for (const bool fp8 : {false, true}) {
     SCOPED_TRACE(fp8 ? "e4m3 cache" : "bf16 cache");
     expect_all_refused<A>(
-        kernel, c4_full_args(fp8), [&](const A& a) { (void)kernel.plan(a); },
+        kernel, c4_full_args(fp8), [&](const A& a) { (void)kernel.launch_spec(a); },
         [&](const A& a) { kernel(a); }, mutations);
   }
 }

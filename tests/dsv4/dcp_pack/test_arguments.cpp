@@ -163,12 +163,12 @@ TEST_F(Dsv4Arguments, DcpPack) {
        {kSameDevice}},
   };
   expect_all_refused<A>(
-      kernel, dcp_args(), [&](const A& a) { (void)kernel.plan(a); }, [&](const A& a) { kernel(a); },
-      mutations);
+      kernel, dcp_args(), [&](const A& a) { (void)kernel.launch_spec(a); },
+      [&](const A& a) { kernel(a); }, mutations);
   // Without row starts (decode) the same checks hold.
   DcpPackArgs decode = dcp_args();
   decode.row_starts.reset();
-  ASSERT_NO_THROW((void)kernel.plan(decode));
+  ASSERT_NO_THROW((void)kernel.launch_spec(decode));
 }
 
 // The refusals of every kernel's argument tests launch nothing (expect_all_refused); the same

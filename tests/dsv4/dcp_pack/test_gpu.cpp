@@ -159,8 +159,8 @@ std::string check_dcp_pack(const DcpCase& c, LaunchOrder order = LaunchOrder::al
                            ", " + std::string(to_string(order)) + ")");
   const DcpTensors t = make_dcp_tensors(c);
   in::HostTensor expected = t.packed;
-  ref::dcp_pack(dcp_params(c, t, expected.as<float>()),
-                {c.topk, c.has_row_starts, c.world_size, c.interleave});
+  ref::dcp_pack(DcpPackKey{c.topk, c.has_row_starts, c.world_size, c.interleave},
+                dcp_params(c, t, expected.as<float>()));
   Placement device;
   Producer producer;
   DcpPackArgs args;

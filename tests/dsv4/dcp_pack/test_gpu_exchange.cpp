@@ -126,7 +126,7 @@ std::string check_exchange(const ExchangeCase& c, int devices = 1) {
     p.packed_stride_pair = 1;
     p.num_rows = rows;
     p.rank = rank;
-    ref::dcp_pack(p, {c.topk, c.has_row_starts, w, c.interleave});
+    ref::dcp_pack(zerojit::dsv4::DcpPackKey{c.topk, c.has_row_starts, w, c.interleave}, p);
 
     DcpPackArgs args;
     args.logits = device.put(logits);

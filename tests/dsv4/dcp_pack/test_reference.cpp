@@ -17,6 +17,7 @@
 
 namespace {
 
+using zerojit::dsv4::DcpPackKey;
 using zerojit::dsv4::reference::dcp_candidate_id;
 using zerojit::dsv4::reference::dcp_candidate_key;
 using zerojit::dsv4::reference::dcp_exact_topk;
@@ -26,7 +27,6 @@ using zerojit::dsv4::reference::dcp_pack;
 using zerojit::dsv4::reference::dcp_score_order_bits;
 using zerojit::dsv4::reference::dcp_select_global_topk;
 using zerojit::dsv4::reference::dcp_shard_position;
-using zerojit::dsv4::reference::DcpPackConfig;
 using zj::dsv4::DcpPackParams;
 
 constexpr std::uint32_t kSentinelBits = 0x7FA5A5A5u;  // a NaN no kernel path produces
@@ -103,14 +103,14 @@ TEST(Dsv4DcpPack, GridIsRowsByTilesOf512Columns) {
 TEST(Dsv4DcpPack, PacksScoreAndGlobalIdColumnForColumn) {
   // W = 2, I = 1, rank 1: g = 2l + 1.
   PackProblem problem({10, 11, 12, 13, 14, 15, 16, 17, 18, 19}, 10, {3, 0, 9, 5}, 4, 1);
-  dcp_pack(problem.params, {4, false, 2, 1});
+  dcp_pack(DcpPackKey{4, false, 2, 1}, problem.params);
   EXPECT_EQ(problem.packed_bits(), pairs({13, 7, 10, 1, 19, 19, 15, 11}));
 }
 
 TEST(Dsv4DcpPack, TiedScoresKeepColumnOrder) {
   // The kernel neither sorts nor breaks ties. W = 4, I = 1, rank 2: g = 4l + 2.
   PackProblem problem({2.5f, 2.5f, 2.5f, 2.5f, 2.5f}, 5, {4, 1, 2, 3}, 4, 2);
-  dcp_pack(problem.params, {4, false, 4, 1});
+  dcp_pack(DcpPackKey{4, false, 4, 1}, problem.params);
   EXPECT_EQ(problem.packed_bits(), pairs({2.5f, 18, 2.5f, 6, 2.5f, 10, 2.5f, 14}));
 }
 
@@ -118,7 +118,7 @@ TEST(Dsv4DcpPack, EmptySlotsAnywhereBecomeNegativeInfinityAndMinusOne) {
   // Interior and trailing -1, and any other negative index, give (-inf, -1.0f); a real -inf
   // logit keeps its id. W = 2, I = 1, rank 0: g = 2l.
   PackProblem problem({-kInfinity, 1, 2, 3}, 4, {0, -1, 2, -7, -1}, 5, 0);
-  dcp_pack(problem.params, {5, false, 2, 1});
+  dcp_pack(DcpPackKey{5, false, 2, 1}, problem.params);
   const std::vector<std::uint32_t> expected = {
       kNegativeInfinityBits, bits_of(0.0f), kNegativeInfinityBits, kMinusOneBits,
       bits_of(2.0f),         bits_of(4.0f), kNegativeInfinityBits, kMinusOneBits,
@@ -131,7 +131,7 @@ TEST(Dsv4DcpPack, ScoresAreBitCopiesIncludingNaNPayloads) {
   // W = 3, I = 1, rank 0: g = 3l.
   PackProblem problem({from_bits(0x7FC12345u), from_bits(0xFFA00001u), kInfinity, -0.0f}, 4,
                       {1, 0, 2, 3}, 4, 0);
-  dcp_pack(problem.params, {4, false, 3, 1});
+  dcp_pack(DcpPackKey{4, false, 3, 1}, problem.params);
   const std::vector<std::uint32_t> expected = {0xFFA00001u,   bits_of(3.0f), 0x7FC12345u,
                                                bits_of(0.0f), 0x7F800000u,   bits_of(6.0f),
                                                0x80000000u,   bits_of(9.0f)};
@@ -148,7 +148,7 @@ TEST(Dsv4DcpPack, RowStartsOffsetColumnsAndIndicesClampToTheLastColumn) {
   PackProblem problem(logits, 8, {0, 7, 9, /**/ 0, 4, 5, /**/ 1, -1, 0}, 3, 1);
   problem.row_starts = {0, 3, 6};
   problem.params.row_starts = problem.row_starts.data();
-  dcp_pack(problem.params, {3, true, 2, 2});
+  dcp_pack(DcpPackKey{3, true, 2, 2}, problem.params);
   // Row 0: columns 0, 7, min(9, 7). Row 1: 3, 7, min(8, 7). Row 2: 7, -, 6.
   EXPECT_EQ(problem.packed_bits(), pairs({0, 2, 7, 15, 7, 19,     //
                                           13, 2, 17, 10, 17, 11,  //
@@ -157,7 +157,7 @@ TEST(Dsv4DcpPack, RowStartsOffsetColumnsAndIndicesClampToTheLastColumn) {
   // Without row starts the same indices read from column 0 of each row, and the (now null)
   // row_starts pointer is never needed.
   PackProblem decode(logits, 8, {0, 7, 9, /**/ 0, 4, 5, /**/ 1, -1, 0}, 3, 1);
-  dcp_pack(decode.params, {3, false, 2, 2});
+  dcp_pack(DcpPackKey{3, false, 2, 2}, decode.params);
   EXPECT_EQ(decode.packed_bits(), pairs({0, 2, 7, 15, 7, 19,     //
                                          10, 2, 14, 10, 15, 11,  //
                                          21, 3, -kInfinity, -1, 20, 2}));
@@ -169,7 +169,7 @@ TEST(Dsv4DcpPack, ZeroColumnsClampToColumnZero) {
   std::vector<float> logits = {41.0f, 42.0f};  // column 0 of rows 0 and 1, row stride 1
   PackProblem problem(logits, 0, {-1, -1, /**/ 5, -1}, 2, 0);
   problem.params.logits_stride_row = 1;
-  dcp_pack(problem.params, {2, false, 2, 1});
+  dcp_pack(DcpPackKey{2, false, 2, 1}, problem.params);
   EXPECT_EQ(problem.packed_bits(), pairs({-kInfinity, -1, -kInfinity, -1,  //
                                           42, 10, -kInfinity, -1}));
 }
@@ -188,7 +188,7 @@ TEST(Dsv4DcpPack, InterleavedShardingIds) {
   };
   for (const Case& c : cases) {
     PackProblem problem({0.5f}, 1, locals, 5, 3);
-    dcp_pack(problem.params, {5, false, 4, c.interleave});
+    dcp_pack(DcpPackKey{5, false, 4, c.interleave}, problem.params);
     for (std::size_t i = 0; i < locals.size(); ++i) {
       EXPECT_EQ(problem.packed[2 * i], 0.5f) << "I = " << c.interleave << ", column " << i;
       EXPECT_EQ(problem.packed[2 * i + 1], c.ids[i]) << "I = " << c.interleave << ", column " << i;
@@ -200,17 +200,17 @@ TEST(Dsv4DcpPack, IdsRoundToNearestEvenPast2To24) {
   // W = 2, I = 1: rank 1 gives g = 2l + 1, rank 0 gives g = 2l.
   const int half = 1 << 23;
   PackProblem odd({1.0f}, 1, {half - 1, half, half + 1}, 3, 1);
-  dcp_pack(odd.params, {3, false, 2, 1});
+  dcp_pack(DcpPackKey{3, false, 2, 1}, odd.params);
   EXPECT_EQ(bits_of(odd.packed[1]), 0x4B7FFFFFu);  // 2^24 - 1 = 16777215, exact
   EXPECT_EQ(bits_of(odd.packed[3]), 0x4B800000u);  // 2^24 + 1 -> tie -> 16777216 (even)
   EXPECT_EQ(bits_of(odd.packed[5]), 0x4B800002u);  // 2^24 + 3 -> tie -> 16777220 (even)
   PackProblem even({1.0f}, 1, {half + 1}, 1, 0);
-  dcp_pack(even.params, {1, false, 2, 1});
+  dcp_pack(DcpPackKey{1, false, 2, 1}, even.params);
   EXPECT_EQ(bits_of(even.packed[1]), 0x4B800001u);  // 2^24 + 2 = 16777218, exact
 
   // g is computed in 64 bits: W = 8, rank 7, l = 2^31 - 1 gives 2^34 - 1, which rounds to 2^34.
   PackProblem wide({1.0f}, 1, {std::numeric_limits<int>::max()}, 1, 7);
-  dcp_pack(wide.params, {1, false, 8, 1});
+  dcp_pack(DcpPackKey{1, false, 8, 1}, wide.params);
   EXPECT_EQ(bits_of(wide.packed[1]), 0x50800000u);
 }
 
@@ -245,7 +245,7 @@ TEST(Dsv4DcpPack, StridedOperandsWriteOnlyTheirFloats) {
   params.packed_stride_pair = 2;
   params.num_rows = 2;
   params.rank = 0;
-  dcp_pack(params, {3, false, 2, 1});
+  dcp_pack(DcpPackKey{3, false, 2, 1}, params);
 
   std::vector<std::uint32_t> expected(32, kSentinelBits);
   const float written[2][3][2] = {{{4, 8}, {-kInfinity, -1}, {2, 4}},
@@ -268,7 +268,7 @@ TEST(Dsv4DcpPack, EveryRankOfEveryWorldSizeCoversItsOwnPositions) {
     std::set<float> all_ids;
     for (int rank = 0; rank < world_size; ++rank) {
       PackProblem problem({7.0f, 8.0f, 9.0f, 10.0f}, 4, {0, 1, 2, 3}, 4, rank);
-      dcp_pack(problem.params, {4, false, world_size, 1});
+      dcp_pack(DcpPackKey{4, false, world_size, 1}, problem.params);
       for (int l = 0; l < 4; ++l) {
         EXPECT_EQ(problem.packed[static_cast<std::size_t>(2 * l)], 7.0f + static_cast<float>(l));
         const float id = problem.packed[static_cast<std::size_t>(2 * l + 1)];
@@ -284,19 +284,21 @@ TEST(Dsv4DcpPack, EveryRankOfEveryWorldSizeCoversItsOwnPositions) {
 
 TEST(Dsv4DcpPack, RejectsBadArgumentsAndSkipsEmptyBatches) {
   PackProblem problem({1.0f}, 1, {0}, 1, 2);
-  EXPECT_THROW(dcp_pack(problem.params, {1, false, 2, 1}), std::invalid_argument);  // rank >= W
+  EXPECT_THROW(dcp_pack(DcpPackKey{1, false, 2, 1}, problem.params),
+               std::invalid_argument);  // rank >= W
   problem.params.rank = -1;
-  EXPECT_THROW(dcp_pack(problem.params, {1, false, 2, 1}), std::invalid_argument);
+  EXPECT_THROW(dcp_pack(DcpPackKey{1, false, 2, 1}, problem.params), std::invalid_argument);
   problem.params.rank = 0;
-  EXPECT_THROW(dcp_pack(problem.params, {0, false, 2, 1}), std::invalid_argument);
-  EXPECT_THROW(dcp_pack(problem.params, {1, false, 2, 0}), std::invalid_argument);
-  EXPECT_THROW(dcp_pack(problem.params, {1, true, 2, 1}), std::invalid_argument);  // no starts
+  EXPECT_THROW(dcp_pack(DcpPackKey{0, false, 2, 1}, problem.params), std::invalid_argument);
+  EXPECT_THROW(dcp_pack(DcpPackKey{1, false, 2, 0}, problem.params), std::invalid_argument);
+  EXPECT_THROW(dcp_pack(DcpPackKey{1, true, 2, 1}, problem.params),
+               std::invalid_argument);  // no starts
 
   // R = 0 writes nothing and needs no buffers.
   DcpPackParams empty{};
-  EXPECT_NO_THROW(dcp_pack(empty, {512, true, 2, 1}));
+  EXPECT_NO_THROW(dcp_pack(DcpPackKey{512, true, 2, 1}, empty));
   problem.params.num_rows = 0;
-  dcp_pack(problem.params, {1, false, 2, 1});
+  dcp_pack(DcpPackKey{1, false, 2, 1}, problem.params);
   EXPECT_EQ(bits_of(problem.packed[0]), kSentinelBits);
   EXPECT_EQ(bits_of(problem.packed[1]), kSentinelBits);
 }
@@ -473,7 +475,7 @@ void check_exchange(int world_size, int interleave, bool has_row_starts, std::in
     params.packed_stride_pair = 1;
     params.num_rows = rows;
     params.rank = rank;
-    dcp_pack(params, {topk, has_row_starts, world_size, interleave});
+    dcp_pack(DcpPackKey{topk, has_row_starts, world_size, interleave}, params);
   }
   for (float value : gathered) ASSERT_NE(bits_of(value), kSentinelBits) << "a float left unwritten";
 

@@ -184,7 +184,7 @@ TEST_F(Dsv4Arguments, DequantGather) {
        {"must be in [0, 600]", "601"}},
   };
   expect_all_refused<A>(
-      kernel, gather_args(), [&](const A& a) { (void)kernel.plan(a); },
+      kernel, gather_args(), [&](const A& a) { (void)kernel.launch_spec(a); },
       [&](const A& a) { kernel(a); }, mutations);
 }
 

@@ -200,7 +200,7 @@ TEST_F(Dsv4Arguments, IndexerQFp8) {
   expect_all_refused<IndexerFp8Call>(
       kernel, IndexerFp8Call{},
       [&](const auto& c) {
-        (void)kernel.plan(IndexerQFp8Args{c.in, c.out});
+        (void)kernel.launch_spec(IndexerQFp8Args{c.in, c.out});
       },
       [&](const auto& c) {
         kernel(IndexerQFp8Args{c.in, c.out});
@@ -268,7 +268,7 @@ TEST_F(Dsv4Arguments, IndexerQMxFp4) {
   expect_all_refused<IndexerMxFp4Call>(
       kernel, IndexerMxFp4Call{},
       [&](const auto& c) {
-        (void)kernel.plan(IndexerQMxFp4Args{c.in, c.out});
+        (void)kernel.launch_spec(IndexerQMxFp4Args{c.in, c.out});
       },
       [&](const auto& c) {
         kernel(IndexerQMxFp4Args{c.in, c.out});

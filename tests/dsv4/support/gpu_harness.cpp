@@ -129,9 +129,10 @@ void run_reference(const std::string& kernel, const std::map<std::string, std::s
     ref::c128_store_full(unpack<params::C128StoreFullParams>(args),
                          {key.at("store_full_fp8") == "true", norm(key)});
   } else if (kernel == "dsv4.dcp_pack") {
-    ref::dcp_pack(unpack<params::DcpPackParams>(args),
-                  {std::stoi(key.at("topk")), key.at("has_row_starts") == "true",
-                   std::stoi(key.at("dcp_world_size")), std::stoi(key.at("cp_interleave"))});
+    ref::dcp_pack(
+        DcpPackKey{std::stoi(key.at("topk")), key.at("has_row_starts") == "true",
+                   std::stoi(key.at("dcp_world_size")), std::stoi(key.at("cp_interleave"))},
+        unpack<params::DcpPackParams>(args));
   } else {
     throw std::logic_error("reference backend: no reference for kernel " + kernel);
   }
