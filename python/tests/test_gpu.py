@@ -553,6 +553,27 @@ class DcpPackTest(KernelTestCase):
                     )
                     self.assert_bits_equal(base_gpu, base, f"packed (rank {rank})")
 
+    def test_pdl_behind_a_producer_through_the_fast_path_and_the_torch_op(self):
+        # Launched with programmatic dependent launch right after a kernel that rewrites the
+        # logits it reads: the reference's bits, on the launch path and through the derived op.
+        logits, indices, row_starts = self.inputs(seed=23)
+        expected = zerojit.reference.pack_dcp_topk_candidates(logits, indices, None, 1, 2, 1,
+                                                              row_starts)
+        logits_gpu, indices_gpu, starts_gpu = self.cuda(logits, indices, row_starts)
+        for path in ("fast", "op"):
+            with self.subTest(path=path):
+                logits_gpu.fill_(float("nan"))
+                logits_gpu.copy_(self.cuda(logits))
+                if path == "fast":
+                    packed = zerojit.pack_dcp_topk_candidates(
+                        logits_gpu, indices_gpu, None, 1, 2, 1, starts_gpu, pdl=True)
+                else:
+                    packed = torch.full((6, 512, 2), float("nan"), device=self.device)
+                    torch.ops.zerojit.dcp_pack(logits_gpu, indices_gpu, packed, 1, 2, 1,
+                                               starts_gpu, True)
+                torch.cuda.synchronize()
+                self.assert_bits_equal(packed, expected, f"packed ({path}, pdl)")
+
     def test_side_streams(self):
         logits, indices, _ = self.inputs(seed=22, topk=1024)
         expected = zerojit.reference.pack_dcp_topk_candidates(logits, indices, None, 1, 2, 1)

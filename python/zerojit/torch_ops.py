@@ -26,24 +26,24 @@ LIBRARY = torch.library.Library("zerojit", "FRAGMENT")
 # functions return their outputs; an op returns nothing.
 
 
-def _indexer_q_fp8(positions, q, cos_sin_cache, weights, scale, q_fp8, weights_out, pdl):
+def _indexer_q_fp8(positions, q, cos_sin_cache, weights, scale, q_fp8, weights_out, pdl=False):
     _fast.indexer_q_fp8(positions, q, cos_sin_cache, weights, scale, q_fp8, weights_out, None,
                         pdl)
 
 
 def _indexer_q_mxfp4(positions, q, cos_sin_cache, weights, scale, q_packed, q_scale, weights_out,
-                     pdl):
+                     pdl=False):
     _fast.indexer_q_mxfp4(
         positions, q, cos_sin_cache, weights, scale, q_packed, q_scale, weights_out, None, pdl
     )
 
 
-def _dequant_gather(out, k_cache, seq_lens, gather_lens, block_table, offset, pdl):
+def _dequant_gather(out, k_cache, seq_lens, gather_lens, block_table, offset, pdl=False):
     _fast.dequant_gather(out, k_cache, seq_lens, gather_lens, block_table, None, offset, None, pdl)
 
 
 def _c4_store(state, requests, positions, slots, table, weight, eps, cos_sin, cache, kv_slots,
-              fp8_scale, pdl):
+              fp8_scale, pdl=False):
     _fast.c4_store(state, requests, positions, slots, table, None, weight, eps, cos_sin, cache,
                    kv_slots, None, None, fp8_scale, None, None, None, pdl)
 
@@ -58,13 +58,17 @@ def _c128_store(compressed_kv, positions, slots, weight, eps, cos_sin, cache, kv
                      None, fp8_scale, None, None, None)
 
 
-def _declared(name):
+def _declared(name, schema):
     """The CUDA implementation of an op derived from its kernel's declared arguments: the fast
-    op's positional arguments are the schema's, then the stream."""
+    op's positional arguments are the schema's, then the stream. The dispatcher passes only the
+    arguments the caller gave, so trailing ones left out take the schema's defaults (the launch
+    options': ``bool pdl=False``)."""
     function = getattr(_fast, name)
+    declared = schema[1 : schema.rindex(") -> ")].split(", ")
+    defaults = [part.split("=", 1)[1] == "True" if "=" in part else None for part in declared]
 
     def implementation(*args):
-        function(*args, None)
+        function(*args, *defaults[len(args):], None)
 
     return implementation
 
@@ -106,7 +110,7 @@ _OPS = {
     ),
 }
 # The ops derived from their kernels' declarations, with the schemas the C++ side derived.
-_OPS.update({name: (schema, _declared(name)) for name, schema in _fast.SCHEMAS.items()})
+_OPS.update({name: (schema, _declared(name, schema)) for name, schema in _fast.SCHEMAS.items()})
 
 
 def _fake(*args):
