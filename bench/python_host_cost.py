@@ -34,6 +34,7 @@ import sys
 import time
 
 import torch
+from torch import library as torch_library
 
 import zerojit
 
@@ -175,7 +176,7 @@ CASES = {
 # --- Yardsticks --------------------------------------------------------------------------
 
 
-_EMPTY_OPS = torch.library.Library("zerojit_bench", "FRAGMENT")
+_EMPTY_OPS = torch_library.Library("zerojit_bench", "FRAGMENT")
 
 
 def empty_custom_op(tensors, scalars):
@@ -187,7 +188,7 @@ def empty_custom_op(tensors, scalars):
         arguments += [f"float s{i}" for i in range(scalars)]
         _EMPTY_OPS.define(f"{name}({', '.join(arguments)}) -> ()")
         _EMPTY_OPS.impl(name, lambda *args: None, "CUDA")
-        torch.library.register_fake(f"zerojit_bench::{name}", lambda *args: None,
+        torch_library.register_fake(f"zerojit_bench::{name}", lambda *args: None,
                                     lib=_EMPTY_OPS)
     op = getattr(torch.ops.zerojit_bench, name)
     return op

@@ -180,6 +180,32 @@ constexpr void for_each_argument(Visitor&& visit) {
   std::apply([&](const auto&... fields) { (visit(fields), ...); }, Args::fields());
 }
 
+template <DeclaredArguments Args>
+inline constexpr std::size_t argument_count = std::tuple_size_v<decltype(Args::fields())>;
+
+// Calls visit(std::integral_constant<std::size_t, I>{}) for each field position I, for code that
+// needs the field as a constant (std::get<I>(Args::fields())).
+template <DeclaredArguments Args, class Visitor>
+constexpr void for_each_argument_index(Visitor&& visit) {
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    (visit(std::integral_constant<std::size_t, I>{}), ...);
+  }
+  (std::make_index_sequence<argument_count<Args>>{});
+}
+
+// The position of the field named `name` (argument_count<Args> when there is none), for what
+// must be decided at compile time, such as the input an output is allocated like.
+template <DeclaredArguments Args>
+constexpr std::size_t argument_index(std::string_view name) {
+  std::size_t index = 0;
+  std::size_t found = argument_count<Args>;
+  for_each_argument<Args>([&](const auto& field) {
+    if (field.name == name && found == argument_count<Args>) found = index;
+    ++index;
+  });
+  return found;
+}
+
 // The operator schema of the arguments in PyTorch's syntax, e.g.
 // "(Tensor x, Tensor(a!) y, Tensor? mask, float alpha, bool pdl=False) -> ()": outputs are
 // marked as mutated (a!, b!, ...) and nothing is returned, launch options carry their default.

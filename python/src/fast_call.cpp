@@ -73,6 +73,10 @@ TensorRef FastCall::tensor(PyObject* object, std::string_view argument) {
   return import(object, argument, false);
 }
 
+TensorRef FastCall::written(PyObject* object, std::string_view argument) {
+  return import(object, argument, true);
+}
+
 std::optional<TensorRef> FastCall::optional_tensor(PyObject* object, std::string_view argument) {
   if (object == Py_None) return std::nullopt;
   return tensor(object, argument);

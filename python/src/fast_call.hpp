@@ -43,6 +43,8 @@ class FastCall {
   [[noreturn]] void fail(std::string_view argument, const std::string& problem) const;
 
   TensorRef tensor(PyObject* object, std::string_view argument);
+  // A tensor the kernel writes (a read-only one is refused).
+  TensorRef written(PyObject* object, std::string_view argument);
   std::optional<TensorRef> optional_tensor(PyObject* object, std::string_view argument);
   // An output: the given tensor (whose reference the caller holds: OwnedObjects in
   // fast_ops.cpp), or (object is None) a new compact one of the inputs' framework, stored into

@@ -397,11 +397,6 @@ PyObject* c128_split(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // stream. Outputs with an allocation rule may be None (allocated like the input the rule names)
 // and are returned; the op returns None when it has none.
 
-template <class Args>
-constexpr Py_ssize_t declared_count() {
-  return static_cast<Py_ssize_t>(std::tuple_size_v<decltype(Args::fields())>);
-}
-
 // An input, a scalar or a launch option from its positional argument (outputs come after).
 template <class Field, class Args>
 void read_declared(FastCall& call, PyObject* object, const Field& field, Args& args) {
@@ -422,69 +417,73 @@ void read_declared(FastCall& call, PyObject* object, const Field& field, Args& a
   }
 }
 
-// The shape an output's allocation rule gives: the leading extents of the input it names (which
-// must have exactly that many dimensions), then its fixed extents.
-template <class Args>
-std::vector<std::int64_t> allocated_shape(const FastCall& call, const Args& args,
-                                          const OutputAllocation& rule) {
-  const TensorDesc* like = nullptr;
-  for_each_argument<Args>([&](const auto& field) {
-    if constexpr (std::is_same_v<std::remove_cvref_t<decltype(args.*(field.member))>, TensorRef>) {
-      if (field.name == rule.like) like = &(args.*(field.member)).desc;
+// Field I of the call when it is an output: the tensor given, or (with an allocation rule, and
+// None given) a new one shaped like the input the rule names, whose rank is checked first.
+// Returns whether the op returns it: the outputs a caller may leave to zerojit, which become new
+// references held by `owned` from here on, given or allocated.
+template <class Args, std::size_t I>
+bool read_output(FastCall& call, PyObject*& slot, Args& args, OwnedObjects& owned) {
+  constexpr auto field = std::get<I>(Args::fields());
+  auto& value = args.*(field.member);
+  if constexpr (field.role != ArgumentRole::output ||
+                !std::is_same_v<std::remove_cvref_t<decltype(value)>, TensorRef>) {
+    return false;
+  } else if constexpr (field.allocation.like.empty()) {
+    value = call.written(slot, field.name);
+    return false;
+  } else {
+    constexpr std::size_t like = argument_index<Args>(field.allocation.like);
+    static_assert(like < argument_count<Args>, "an allocation rule names no argument");
+    constexpr auto like_field = std::get<like>(Args::fields());
+    const TensorRef& input = args.*(like_field.member);
+    std::array<std::int64_t, kMaxTensorDims> shape{};
+    std::size_t rank = 0;
+    for (int dim = 0; dim < field.allocation.leading_dims; ++dim) {
+      shape.at(rank++) = extent(call, input, like_field.name, field.allocation.leading_dims, dim);
     }
-  });
-  if (like == nullptr) call.fail(rule.like, "names no tensor argument of the kernel");
-  std::vector<std::int64_t> shape;
-  for (int dim = 0; dim < rule.leading_dims; ++dim) {
-    shape.push_back(extent(call, TensorRef{*like, nullptr}, rule.like, rule.leading_dims, dim));
+    for (int i = 0; i < field.allocation.trailing_count; ++i) {
+      shape.at(rank++) = field.allocation.trailing.at(static_cast<std::size_t>(i));
+    }
+    owned.add(&slot);
+    value = call.output(slot, field.name, field.allocation.dtype,
+                        std::span<const std::int64_t>(shape.data(), rank));
+    return true;
   }
-  shape.insert(shape.end(), rule.trailing.begin(), rule.trailing.begin() + rule.trailing_count);
-  return shape;
 }
 
 template <class Kernel>
 PyObject* declared_op(PyObject*, PyObject* const* objects, Py_ssize_t nargs) {
   using Args = CallArgs<typename Kernel::Descriptors>;
-  constexpr Py_ssize_t count = declared_count<Args>();
+  constexpr std::size_t count = argument_count<Args>;
   auto& kernel = Kernel::instance();
-  if (nargs != count + 1) {
+  if (nargs != static_cast<Py_ssize_t>(count) + 1) {
     PyErr_Format(PyExc_TypeError, "%s takes %zd positional arguments (%zd given)",
-                 kernel.name().c_str(), count + 1, nargs);
+                 kernel.name().c_str(), static_cast<Py_ssize_t>(count) + 1, nargs);
     return nullptr;
   }
   return guarded([&]() -> PyObject* {
     FastCall call(kernel.name(), objects[count]);
     Args args;
-    std::array<PyObject*, static_cast<std::size_t>(count)> slots{};
+    // The slots an allocated output replaces; held (OwnedObjects) until handed back.
+    std::array<PyObject*, count> slots{};
     std::copy(objects, objects + count, slots.begin());
-    Py_ssize_t position = 0;
+    std::size_t position = 0;
     for_each_argument<Args>(
         [&](const auto& field) { read_declared(call, slots[position++], field, args); });
     OwnedObjects owned{};
-    std::vector<PyObject*> returned;
-    position = 0;
-    for_each_argument<Args>([&](const auto& field) {
-      PyObject*& slot = slots[position++];
-      if constexpr (std::is_same_v<std::remove_cvref_t<decltype(args.*(field.member))>,
-                                   TensorRef>) {
-        if (field.role != ArgumentRole::output) return;
-        if (field.allocation.like.empty()) {
-          args.*(field.member) = call.tensor(slot, field.name);
-          return;
-        }
-        owned.add(&slot);
-        args.*(field.member) = call.output(slot, field.name, field.allocation.dtype,
-                                           allocated_shape(call, args, field.allocation));
-        returned.push_back(slot);
-      }
+    std::array<PyObject*, count> returned{};
+    std::size_t returns = 0;
+    for_each_argument_index<Args>([&](auto index) {
+      constexpr std::size_t I = decltype(index)::value;
+      if (read_output<Args, I>(call, slots[I], args, owned)) returned.at(returns++) = slots[I];
     });
     launch_from_python(kernel, args, call);
     owned.release();
-    if (returned.empty()) Py_RETURN_NONE;
-    if (returned.size() == 1) return returned.front();
-    PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(returned.size()));
+    if (returns == 0) Py_RETURN_NONE;
+    if (returns == 1) return returned[0];
+    PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(returns));
     if (tuple == nullptr) throw pybind11::error_already_set();
-    for (std::size_t i = 0; i < returned.size(); ++i) {
+    for (std::size_t i = 0; i < returns; ++i) {
       PyTuple_SET_ITEM(tuple, static_cast<Py_ssize_t>(i), returned[i]);
     }
     return tuple;

@@ -5,7 +5,7 @@
               alpha: float, beta: float) -> None:
         Axpby()(x, y, out, alpha, beta)
 
-registers ``torch.ops.mylib.axpby`` (``torch.library.custom_op``: the schema from the type
+registers ``torch.ops.mylib.axpby`` (PyTorch's ``custom_op``: the schema from the type
 hints, mutated arguments marked) for CUDA, with a fake implementation, so torch.compile
 traces it without a graph break and a captured graph replays it. The decorated name stays
 callable: eager calls on plain tensors go straight to the function (zerojit's launch path, no
@@ -21,9 +21,10 @@ __all__ = ["torch_op"]
 
 def torch_op(qualname, *, mutates_args, fake=None, schema=None):
     import torch
+    from torch import library as torch_library
 
     def decorate(function):
-        op = torch.library.custom_op(
+        op = torch_library.custom_op(
             qualname, mutates_args=tuple(mutates_args), device_types="cuda", schema=schema
         )(function)
         op.register_fake(fake if fake is not None else (lambda *args, **kwargs: None))

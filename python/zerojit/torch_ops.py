@@ -10,16 +10,17 @@ them. The ops write their outputs in place and return nothing, as vLLM's custom 
 allocating functions of ``zerojit.dsv4`` allocate with ``torch.empty`` when traced.
 
 Registered when ``zerojit`` is imported and PyTorch can be imported (set ``ZEROJIT_NO_TORCH=1``
-to skip it), through ``torch.library.Library`` directly: the least dispatcher work per call.
+to skip it), through PyTorch's ``Library`` directly: the least dispatcher work per call.
 """
 
 import torch
+from torch import library as torch_library
 
 from . import _core, dsv4
 
 _fast = _core.fast
 
-LIBRARY = torch.library.Library("zerojit", "FRAGMENT")
+LIBRARY = torch_library.Library("zerojit", "FRAGMENT")
 
 
 # The CUDA implementations: the launch path with PyTorch's current stream (None). The fast
@@ -122,7 +123,7 @@ def _register():
     for name, (schema, implementation) in _OPS.items():
         LIBRARY.define(name + schema)
         LIBRARY.impl(name, implementation, "CUDA")
-        torch.library.register_fake(f"zerojit::{name}", _fake, lib=LIBRARY)
+        torch_library.register_fake(f"zerojit::{name}", _fake, lib=LIBRARY)
 
 
 def _eager(anchor):

@@ -226,9 +226,7 @@ TEST_F(Dsv4Gpu, C128StoresMatchTheReferenceWithinTolerance) {
 // 4096 tokens (both caches, sparse and dense boundaries).
 TEST_F(Dsv4Gpu, C128StoresMatchTheReferenceBehindAProducerWithAndWithoutPdl) {
   for (const C128StoreCase& base : c128_store_cases()) {
-    std::int64_t tokens = 0;
-    for (const auto& r : base.requests) tokens += r.tokens;
-    if (tokens >= 4096) continue;
+    if (in::count_tokens(base.requests) >= 4096) continue;
     for (const LaunchOrder order : kLaunchOrders) {
       C128StoreCase c = base;
       c.order = order;

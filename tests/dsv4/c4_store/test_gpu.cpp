@@ -223,9 +223,7 @@ TEST_F(Dsv4Gpu, C4StoresMatchTheReferenceWithinTolerance) {
 // under 4096 tokens (both caches, decode and prefill chunks).
 TEST_F(Dsv4Gpu, C4StoresMatchTheReferenceBehindAProducerWithAndWithoutPdl) {
   for (const C4Case& base : c4_cases()) {
-    std::int64_t tokens = 0;
-    for (const auto& r : base.requests) tokens += r.tokens;
-    if (tokens >= 4096) continue;
+    if (in::count_tokens(base.requests) >= 4096) continue;
     for (const LaunchOrder order : kLaunchOrders) {
       C4Case c = base;
       c.order = order;

@@ -504,6 +504,12 @@ float random_logit(Random& random, double negative_infinity_rate, double nan_rat
   return static_cast<float>(random.uniform_int(-16, 16)) * 0.25f;
 }
 
+std::int64_t count_tokens(const std::vector<RequestChunk>& requests) {
+  std::int64_t tokens = 0;
+  for (const RequestChunk& r : requests) tokens += r.tokens;
+  return tokens;
+}
+
 std::int64_t count_boundaries(const std::vector<RequestChunk>& requests, int ratio) {
   std::int64_t count = 0;
   for (const RequestChunk& r : requests) {

@@ -194,6 +194,9 @@ struct RequestChunk {
 // How many positions of the chunks are compress boundaries ((p + 1) % ratio == 0).
 std::int64_t count_boundaries(const std::vector<RequestChunk>& requests, int ratio);
 
+// The tokens of all chunks together.
+std::int64_t count_tokens(const std::vector<RequestChunk>& requests);
+
 // The per-token metadata of a compressor call.
 struct CompressorTokens {
   std::vector<std::int32_t> token_to_req;
