@@ -74,26 +74,32 @@ def main():
     if importlib.util.find_spec("cutlass") is None:
         print("cutedsl_bench: nvidia-cutlass-dsl is not installed", file=sys.stderr)
         return 77
-    rows = {"cute.compile of every key, in the process": lang_support.run_python(
-        "cute_test_owners", DIRECT)}
+    rows = {
+        "cute.compile of every key, in the process": lang_support.run_python(
+            "cute_test_owners", DIRECT
+        )
+    }
     with tempfile.TemporaryDirectory() as scratch:
         for workers in (1, args.workers):
             cache = os.path.join(scratch, f"cache-{workers}")
             code = f"CACHE, JOBS = {cache!r}, {workers}\n" + textwrap.dedent(ZEROJIT)
             rows[f"zerojit warmup, cold cache, {workers} workers"] = lang_support.run_python(
-                "cute_test_owners", code)
-        code = f"CACHE, JOBS = {cache!r}, {args.workers}\n" + textwrap.dedent(
-            ZEROJIT)
+                "cute_test_owners", code
+            )
+        code = f"CACHE, JOBS = {cache!r}, {args.workers}\n" + textwrap.dedent(ZEROJIT)
         rows["zerojit warmup from the disk cache (a later process)"] = lang_support.run_python(
-            "cute_test_owners", code)
+            "cute_test_owners", code
+        )
     for name, row in rows.items():
         extra = ""
         if "import_seconds" in row:
             extra = f"  (DSL import {row['import_seconds']:.2f} s)"
         elif "totals" in row:
             totals = row["totals"]
-            extra = (f"  ({totals['compiled']} compiled, {totals['from_disk']} from disk; DSL "
-                     f"imported: {row['dsl_imported']})")
+            extra = (
+                f"  ({totals['compiled']} compiled, {totals['from_disk']} from disk; DSL "
+                f"imported: {row['dsl_imported']})"
+            )
         print(f"  {name:58s} {row['seconds']:7.2f} s{extra}")
     if args.json:
         with open(args.json, "w") as out:

@@ -20,8 +20,15 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 
 KERNEL_ORDER = [
-    "indexer_q_fp8", "indexer_q_mxfp4", "dequant_gather", "c4_store", "c4_store_full",
-    "c128_compress", "c128_store", "c128_store_full", "dcp_pack",
+    "indexer_q_fp8",
+    "indexer_q_mxfp4",
+    "dequant_gather",
+    "c4_store",
+    "c4_store_full",
+    "c128_compress",
+    "c128_store",
+    "c128_store_full",
+    "dcp_pack",
 ]
 STYLE = {
     "zerojit": {"color": "tab:blue", "marker": "o", "label": "zerojit"},
@@ -49,39 +56,57 @@ def main():
 
     series = [load(path) for path in args.inputs]
     roofline = series[0]["copy_gbps"]  # the first file's copy (zerojit's run) is the line
-    kernels = [k for k in KERNEL_ORDER if any(r["kernel"] == k for s in series
-                                               for r in s["records"])]
+    kernels = [
+        k for k in KERNEL_ORDER if any(r["kernel"] == k for s in series for r in s["records"])
+    ]
     kernels += sorted({r["kernel"] for s in series for r in s["records"]} - set(kernels))
     if not kernels:
         sys.exit("plot_bandwidth.py: no records to draw")
 
     columns = min(3, len(kernels))
     rows = math.ceil(len(kernels) / columns)
-    figure, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, 4.0 * rows),
-                                squeeze=False)
+    figure, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, 4.0 * rows), squeeze=False)
     for index, kernel in enumerate(kernels):
         ax = axes[index // columns][index % columns]
         for data in series:
-            points = sorted((r["bytes"], r["gbps"], r["size"]) for r in data["records"]
-                            if r["kernel"] == kernel and r.get("gbps", 0) > 0)
+            points = sorted(
+                (r["bytes"], r["gbps"], r["size"])
+                for r in data["records"]
+                if r["kernel"] == kernel and r.get("gbps", 0) > 0
+            )
             if not points:
                 continue
             style = STYLE.get(data["impl"], {"label": data["impl"]})
-            ax.plot([p[0] for p in points], [p[1] for p in points], linewidth=1.5,
-                    markersize=5, **style)
+            ax.plot(
+                [p[0] for p in points], [p[1] for p in points], linewidth=1.5, markersize=5, **style
+            )
             for moved, gbps, size in points:
-                ax.annotate(size, (moved, gbps), textcoords="offset points", xytext=(4, -10),
-                            fontsize=7, color=style.get("color", "black"))
-        ax.axhline(roofline, color="gray", linewidth=1.2,
-                   label=f"d2d copy {roofline:.0f} GB/s")
-        ax.axhline(TARGET_FRACTION * roofline, color="gray", linewidth=0.8, linestyle="--",
-                   label=f"{TARGET_FRACTION:.0%} of copy")
+                ax.annotate(
+                    size,
+                    (moved, gbps),
+                    textcoords="offset points",
+                    xytext=(4, -10),
+                    fontsize=7,
+                    color=style.get("color", "black"),
+                )
+        ax.axhline(roofline, color="gray", linewidth=1.2, label=f"d2d copy {roofline:.0f} GB/s")
+        ax.axhline(
+            TARGET_FRACTION * roofline,
+            color="gray",
+            linewidth=0.8,
+            linestyle="--",
+            label=f"{TARGET_FRACTION:.0%} of copy",
+        )
         for data in series[1:]:
             other = data["copy_gbps"]
             if abs(other - roofline) > 0.02 * roofline:
-                ax.axhline(other, color=STYLE.get(data["impl"], {}).get("color", "gray"),
-                           linewidth=0.8, linestyle=":",
-                           label=f"copy in the {data['impl']} run {other:.0f} GB/s")
+                ax.axhline(
+                    other,
+                    color=STYLE.get(data["impl"], {}).get("color", "gray"),
+                    linewidth=0.8,
+                    linestyle=":",
+                    label=f"copy in the {data['impl']} run {other:.0f} GB/s",
+                )
         ax.set_xscale("log")
         if args.linear_y:
             ax.set_ylim(bottom=0, top=1.1 * roofline)

@@ -74,9 +74,11 @@ def indexer_fp8_case(tokens=64):
     scale = 128**-0.5 * 64**-0.5
     return {
         "direct": lambda: zerojit.fused_indexer_q_rope_quant_fp8(
-            positions, q, cos_sin, weights, 128**-0.5, 64**-0.5, q_fp8, weights_out),
+            positions, q, cos_sin, weights, 128**-0.5, 64**-0.5, q_fp8, weights_out
+        ),
         "op": lambda: torch.ops.zerojit.indexer_q_fp8(
-            positions, q, cos_sin, weights, scale, q_fp8, weights_out),
+            positions, q, cos_sin, weights, scale, q_fp8, weights_out
+        ),
         "args": (positions, q, cos_sin, weights, q_fp8, weights_out),
         "scalars": 1,
     }
@@ -91,7 +93,8 @@ def gather_case(requests=1, length=64):
     out = torch.empty(requests, length, 512, dtype=torch.bfloat16, device="cuda")
     return {
         "direct": lambda: zerojit.dequantize_and_gather_k_cache(
-            out, cache, seq_lens, None, table, block, 0),
+            out, cache, seq_lens, None, table, block, 0
+        ),
         "op": lambda: torch.ops.zerojit.dequant_gather(out, cache, seq_lens, None, table, 0),
         "args": (out, cache, seq_lens, table),
         "scalars": 1,
@@ -114,35 +117,61 @@ def compressor_tensors(ratio, tokens):
 
 
 def c4_case(tokens=8):
-    state, requests, positions, slots, table, weight, cos_sin, kv_slots = (
-        compressor_tensors(4, tokens))
+    state, requests, positions, slots, table, weight, cos_sin, kv_slots = compressor_tensors(
+        4, tokens
+    )
     cache = ds_mla_cache(tokens // 64 + 2, 64)
     return {
         "direct": lambda: zerojit.fused_kv_compress_norm_rope_insert_sparse_attn(
-            state, requests, positions, slots, table, 4, weight, 1e-6, cos_sin, cache, kv_slots),
+            state, requests, positions, slots, table, 4, weight, 1e-6, cos_sin, cache, kv_slots
+        ),
         "op": lambda: torch.ops.zerojit.c4_store(
-            state, requests, positions, slots, table, weight, 1e-6, cos_sin, cache, kv_slots,
-            None),
+            state, requests, positions, slots, table, weight, 1e-6, cos_sin, cache, kv_slots, None
+        ),
         "args": (state, requests, positions, slots, table, weight, cos_sin, cache, kv_slots),
         "scalars": 1,
     }
 
 
 def c128_split_case(tokens=256):
-    state, requests, positions, slots, table, weight, cos_sin, kv_slots = (
-        compressor_tensors(128, tokens))
+    state, requests, positions, slots, table, weight, cos_sin, kv_slots = compressor_tensors(
+        128, tokens
+    )
     cache = ds_mla_cache(tokens // 128 // 2 + 2, 2)
     compressed = torch.empty(tokens, 512, device="cuda")
     return {
         "direct": lambda: zerojit.split_kv_compress_norm_rope_insert_sparse_attn(
-            state, requests, positions, slots, table, 8, compressed, weight, 1e-6, cos_sin,
-            cache, kv_slots),
+            state,
+            requests,
+            positions,
+            slots,
+            table,
+            8,
+            compressed,
+            weight,
+            1e-6,
+            cos_sin,
+            cache,
+            kv_slots,
+        ),
         "op": lambda: (
             torch.ops.zerojit.c128_compress(state, requests, positions, slots, table, compressed),
-            torch.ops.zerojit.c128_store(compressed, positions, slots, weight, 1e-6, cos_sin,
-                                         cache, kv_slots, None)),
-        "args": (state, requests, positions, slots, table, compressed, weight, cos_sin, cache,
-                 kv_slots),
+            torch.ops.zerojit.c128_store(
+                compressed, positions, slots, weight, 1e-6, cos_sin, cache, kv_slots, None
+            ),
+        ),
+        "args": (
+            state,
+            requests,
+            positions,
+            slots,
+            table,
+            compressed,
+            weight,
+            cos_sin,
+            cache,
+            kv_slots,
+        ),
         "scalars": 1,
         "launches": 2,
     }
@@ -156,9 +185,15 @@ def dcp_case(rows=16):
         "direct": lambda: zerojit.pack_dcp_topk_candidates(logits, indices, packed, 1, 2, 1),
         # By name: the op's argument order follows the Python function's since the arguments
         # are declared once (row_starts moved), and this runs against both revisions.
-        "op": lambda: torch.ops.zerojit.dcp_pack(logits=logits, topk_indices=indices,
-                                                 row_starts=None, packed=packed, dcp_rank=1,
-                                                 dcp_world_size=2, cp_interleave=1),
+        "op": lambda: torch.ops.zerojit.dcp_pack(
+            logits=logits,
+            topk_indices=indices,
+            row_starts=None,
+            packed=packed,
+            dcp_rank=1,
+            dcp_world_size=2,
+            cp_interleave=1,
+        ),
         "args": (logits, indices, packed),
         "scalars": 3,
     }
@@ -188,8 +223,7 @@ def empty_custom_op(tensors, scalars):
         arguments += [f"float s{i}" for i in range(scalars)]
         _EMPTY_OPS.define(f"{name}({', '.join(arguments)}) -> ()")
         _EMPTY_OPS.impl(name, lambda *args: None, "CUDA")
-        torch_library.register_fake(f"zerojit_bench::{name}", lambda *args: None,
-                                    lib=_EMPTY_OPS)
+        torch_library.register_fake(f"zerojit_bench::{name}", lambda *args: None, lib=_EMPTY_OPS)
     op = getattr(torch.ops.zerojit_bench, name)
     return op
 
@@ -218,7 +252,9 @@ def cupy_call():
         return None
     kernel = cupy.RawKernel(
         r'extern "C" __global__ void six(const float* a, const float* b, const float* c,'
-        r' const float* d, const float* e, float* f) {}', "six")
+        r" const float* d, const float* e, float* f) {}",
+        "six",
+    )
     arrays = [cupy.zeros(64, dtype=cupy.float32) for _ in range(6)]
     kernel((1,), (32,), tuple(arrays))
     return lambda: kernel((1,), (32,), tuple(arrays))
@@ -241,16 +277,19 @@ def python_kernel_rows(rows):
     launch, capsule = zerojit._core.launch, kernel._capsule
 
     @zerojit.torch_op("zerojit_bench::axpby", mutates_args=("out",))
-    def axpby(x: torch.Tensor, y: torch.Tensor, out: torch.Tensor, alpha: float,
-              beta: float) -> None:
+    def axpby(
+        x: torch.Tensor, y: torch.Tensor, out: torch.Tensor, alpha: float, beta: float
+    ) -> None:
         kernel(x, y, out, alpha, beta)
 
     rows["Python kernel (axpby): kernel(x, y, out, a, b)"] = lambda: kernel(x, y, out, 2.0, 0.5)
     rows["Python kernel (axpby): launch only (key and plan made)"] = lambda: launch(
-        capsule, slot, plan.grid, plan.block, 0, None, plan.args)
+        capsule, slot, plan.grid, plan.block, 0, None, plan.args
+    )
     rows["Python kernel (axpby): torch.ops (eager)"] = lambda: axpby.op(x, y, out, 2.0, 0.5)
     rows["Python kernel (axpby): CUDA graph replay"] = graph_replay(
-        lambda: kernel(x, y, out, 2.0, 0.5))
+        lambda: kernel(x, y, out, 2.0, 0.5)
+    )
 
 
 def graph_replay(call):
@@ -309,7 +348,9 @@ def main():
             rows[f"{label}: torch.ops.zerojit (eager)"] = case["op"]
             rows[f"{label}: empty custom op, same arguments"] = (
                 lambda op=empty_op, args=empty_args, n=case.get("launches", 1): [
-                    op(*args) for _ in range(n)])
+                    op(*args) for _ in range(n)
+                ]
+            )
             compiled = torch.compile(case["direct"], fullgraph=True)
             compiled()
             rows[f"{label}: inside torch.compile"] = compiled
@@ -328,8 +369,10 @@ def main():
             samples[label].append(seconds * 1e6)
 
     floor = statistics.median(samples["torch.cuda._sleep(0): empty PyTorch kernel"])
-    print(f"host microseconds per call, median of {options.rounds} rounds of "
-          f"{options.calls} calls; GPU: {torch.cuda.get_device_name()}")
+    print(
+        f"host microseconds per call, median of {options.rounds} rounds of "
+        f"{options.calls} calls; GPU: {torch.cuda.get_device_name()}"
+    )
     print(f"{'call':<78} {'us':>8} {'vs empty':>9}")
     report = {}
     for label, values in samples.items():
@@ -340,8 +383,7 @@ def main():
         print(f"FAILED {failure}", file=sys.stderr)
     if options.json:
         with open(options.json, "w") as out:
-            json.dump({"rows": report, "failures": failures, "calls": options.calls}, out,
-                      indent=1)
+            json.dump({"rows": report, "failures": failures, "calls": options.calls}, out, indent=1)
     return 1 if failures else 0
 
 

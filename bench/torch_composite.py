@@ -43,6 +43,7 @@ from torch_composite_ops import *  # noqa: F401,F403
 
 # --- inputs (the distributions of tests/dsv4/support/inputs.hpp, sizes of bench/dsv4/) --------
 
+
 class Builder:
     """Seeded random inputs: small metadata on the CPU, bulk values on the device."""
 
@@ -66,8 +67,9 @@ class Builder:
 
     def levels(self, low, high, shape):
         """Integers in [low, high] as float32, on the device."""
-        return torch.randint(low, high + 1, shape, generator=self.device_generator,
-                             device=self.device).float()
+        return torch.randint(
+            low, high + 1, shape, generator=self.device_generator, device=self.device
+        ).float()
 
     def tokens(self, count, chunk):
         if self.shrink > 1 and chunk > 0:
@@ -82,17 +84,22 @@ def cos_sin_table(b, rows):
 
 
 def indexer_inputs(b, size):
-    tokens, chunk = b.tokens(*{"small": (32, 0), "serving": (8192, 2048),
-                               "large": (65536, 2048)}[size])
+    tokens, chunk = b.tokens(
+        *{"small": (32, 0), "serving": (8192, 2048), "large": (65536, 2048)}[size]
+    )
     shape = (tokens, INDEX_HEADS, INDEX_HEAD_DIM)
     magnitude = torch.exp2(b.randint(-14, 8, (tokens, INDEX_HEADS, 1)).float()).to(b.device)
     q = (b.uniform(-1.0, 1.0, shape) * magnitude).to(torch.bfloat16)
     if chunk == 0:
         positions = b.randint(0, INDEXER_MAX_POSITION - 1, (tokens,))
     else:
-        positions = torch.cat([b.randint(0, INDEXER_MAX_POSITION - chunk, (1,))
-                               + torch.arange(min(chunk, tokens - first))
-                               for first in range(0, tokens, chunk)])
+        positions = torch.cat(
+            [
+                b.randint(0, INDEXER_MAX_POSITION - chunk, (1,))
+                + torch.arange(min(chunk, tokens - first))
+                for first in range(0, tokens, chunk)
+            ]
+        )
     return {
         "q": q,
         "positions": positions.to(b.device),
@@ -118,8 +125,9 @@ def dequant_gather_case(b, size):
     pages_of = [(n + GATHER_BLOCK - 1) // GATHER_BLOCK for n in lengths]
     num_pages = sum(pages_of) + 4
     page_stride = (GATHER_BLOCK * 584 + 575) // 576 * 576
-    cache = torch.randint(0, 256, (num_pages, page_stride), dtype=torch.uint8,
-                          generator=b.generator).to(b.device)
+    cache = torch.randint(
+        0, 256, (num_pages, page_stride), dtype=torch.uint8, generator=b.generator
+    ).to(b.device)
     data, scales = ds_mla_views(cache, GATHER_BLOCK)
     codes = data[:, :, :NOPE]
     codes[(codes & 0x7F) == 0x7F] ^= 1  # no NaN codes
@@ -129,19 +137,22 @@ def dequant_gather_case(b, size):
     order = torch.randperm(num_pages, generator=b.generator).to(torch.int32)
     used = 0
     for r, count in enumerate(pages_of):
-        table[r, :count] = order[used:used + count]
+        table[r, :count] = order[used : used + count]
         used += count
     total = sum(lengths)
     inp = {
         "k_cache": cache,
         "block_table": table.to(b.device),
         "seq_lens": torch.tensor(lengths, dtype=torch.int32, device=b.device),
-        "out": torch.full((requests, max(lengths), HEAD * 2), SENTINEL, dtype=torch.uint8,
-                          device=b.device).view(torch.bfloat16),
+        "out": torch.full(
+            (requests, max(lengths), HEAD * 2), SENTINEL, dtype=torch.uint8, device=b.device
+        ).view(torch.bfloat16),
         "total_rows": total,
     }
-    return inp, {"tokens": total,
-                 "bytes": total * (576 + 8 + HEAD * 2) + sum(pages_of) * 4 + requests * 4}
+    return inp, {
+        "tokens": total,
+        "bytes": total * (576 + 8 + HEAD * 2) + sum(pages_of) * 4 + requests * 4,
+    }
 
 
 def compressor_requests(b, tokens, chunk, ratio):
@@ -155,22 +166,28 @@ def compressor_requests(b, tokens, chunk, ratio):
                 position = position // ratio * ratio + ratio - 1
             requests.append((position, 1))
         return requests
-    return [(int(b.randint(0, MAX_FIRST_POSITION)), min(chunk, tokens - first))
-            for first in range(0, tokens, chunk)]
+    return [
+        (int(b.randint(0, MAX_FIRST_POSITION)), min(chunk, tokens - first))
+        for first in range(0, tokens, chunk)
+    ]
 
 
 def compressor_tokens(b, requests, ratio, kv_slots, drop=0.01):
     """Per-token metadata as make_compressor_tokens builds it (CPU tensors)."""
     positions = torch.cat([torch.arange(first, first + n) for first, n in requests])
-    token_to_req = torch.cat([torch.full((n,), r, dtype=torch.int32)
-                              for r, (_, n) in enumerate(requests)])
+    token_to_req = torch.cat(
+        [torch.full((n,), r, dtype=torch.int32) for r, (_, n) in enumerate(requests)]
+    )
     count = positions.numel()
     boundary = (positions + 1) % ratio == 0
     slots = torch.arange(count)
-    kv = torch.where(b.uniform(0, 1, (count,), "cpu") < 0.5,
-                     b.randint(0, kv_slots - 1, (count,)), torch.full((count,), -1))
+    kv = torch.where(
+        b.uniform(0, 1, (count,), "cpu") < 0.5,
+        b.randint(0, kv_slots - 1, (count,)),
+        torch.full((count,), -1),
+    )
     free = torch.randperm(kv_slots, generator=b.generator)
-    kv[boundary] = free[:int(boundary.sum())]
+    kv[boundary] = free[: int(boundary.sum())]
     draw = b.uniform(0, 1, (count,), "cpu")
     slots[boundary & (draw < drop / 2)] = -1
     kv[boundary & (draw >= drop / 2) & (draw < drop)] = -1
@@ -183,16 +200,16 @@ def compressor_state(b, requests, block_size, width, pooled_rows):
     block table covering the rows each request's boundary tokens pool."""
     columns = []
     for first, n in requests:
-        columns.append((max(0, first - pooled_rows + 1) // block_size,
-                        (first + n - 1) // block_size))
+        columns.append(
+            (max(0, first - pooled_rows + 1) // block_size, (first + n - 1) // block_size)
+        )
     used = sum(last - first + 1 for first, last in columns)
     num_blocks = used + 1
-    table = torch.full((len(requests), max(last for _, last in columns) + 3), -1,
-                       dtype=torch.int32)
+    table = torch.full((len(requests), max(last for _, last in columns) + 3), -1, dtype=torch.int32)
     order = torch.randperm(num_blocks, generator=b.generator).to(torch.int32)
     next_block = 0
     for r, (first, last) in enumerate(columns):
-        table[r, first:last + 1] = order[next_block:next_block + last - first + 1]
+        table[r, first : last + 1] = order[next_block : next_block + last - first + 1]
         next_block += last - first + 1
     state = torch.empty((num_blocks, block_size, 2 * width), device=b.device)
     state[..., :width] = b.uniform(-2.0, 2.0, (num_blocks, block_size, width))
@@ -218,8 +235,9 @@ def count_boundaries(requests, ratio):
 
 def k_cache(b, full, pages, block_size):
     if full:
-        return torch.full((pages, block_size, HEAD * 2), SENTINEL, dtype=torch.uint8,
-                          device=b.device).view(torch.bfloat16)
+        return torch.full(
+            (pages, block_size, HEAD * 2), SENTINEL, dtype=torch.uint8, device=b.device
+        ).view(torch.bfloat16)
     page_stride = (block_size * 584 + 575) // 576 * 576
     return torch.full((pages, page_stride), SENTINEL, dtype=torch.uint8, device=b.device)
 
@@ -256,9 +274,15 @@ def c4_case(b, size, full):
         "c4_halves": torch.arange(8, device=b.device) // 4,
     }
     count = positions.numel()
-    return inp, {"tokens": count, "active_tokens": n_active,
-                 "bytes": count * 28 + NORM_WEIGHT_BYTES + state_bytes + table_bytes
-                 + n_active * (COS_SIN_ROW_BYTES + row_out)}
+    return inp, {
+        "tokens": count,
+        "active_tokens": n_active,
+        "bytes": count * 28
+        + NORM_WEIGHT_BYTES
+        + state_bytes
+        + table_bytes
+        + n_active * (COS_SIN_ROW_BYTES + row_out),
+    }
 
 
 def c128_compress_case(b, size):
@@ -281,8 +305,11 @@ def c128_compress_case(b, size):
         "compressed_kv": torch.full((count, HEAD), float("nan"), device=b.device),
         "c128_row_offsets": torch.arange(-127, 1, device=b.device),
     }
-    return inp, {"tokens": count, "active_tokens": n_active,
-                 "bytes": count * 20 + n_active * (128 * 4096 + 16 * 4 + HEAD * 4)}
+    return inp, {
+        "tokens": count,
+        "active_tokens": n_active,
+        "bytes": count * 20 + n_active * (128 * 4096 + 16 * 4 + HEAD * 4),
+    }
 
 
 def c128_store_case(b, size, full):
@@ -308,14 +335,21 @@ def c128_store_case(b, size, full):
         "k_cache": k_cache(b, full, pages, cache_block),
         "cache_block": cache_block,
     }
-    return inp, {"tokens": count, "active_tokens": n_active,
-                 "bytes": count * 24 + NORM_WEIGHT_BYTES
-                 + n_active * (HEAD * 4 + COS_SIN_ROW_BYTES + row_out)}
+    return inp, {
+        "tokens": count,
+        "active_tokens": n_active,
+        "bytes": count * 24
+        + NORM_WEIGHT_BYTES
+        + n_active * (HEAD * 4 + COS_SIN_ROW_BYTES + row_out),
+    }
 
 
 def dcp_case(b, size):
-    rows, width, requests = {"small": (32, 16384, 0), "serving": (8192, 8192, 4),
-                             "large": (65536, 2048, 2)}[size]
+    rows, width, requests = {
+        "small": (32, 16384, 0),
+        "serving": (8192, 8192, 4),
+        "large": (65536, 2048, 2),
+    }[size]
     if b.shrink > 1 and size != "small":
         rows = max(64, rows // b.shrink)
     span = width // requests if requests else width
@@ -324,20 +358,24 @@ def dcp_case(b, size):
     logits = torch.where(draw < 0.001, float("-inf"), levels)
     logits = torch.where((draw >= 0.001) & (draw < 0.0015), float("nan"), logits)
     # Distinct local positions in random order; 3 % of the rows have fewer than K candidates.
-    order = b.uniform(0, 1, (rows, span)).argsort(dim=1)[:, :min(DCP_TOPK, span)].to(torch.int32)
+    order = b.uniform(0, 1, (rows, span)).argsort(dim=1)[:, : min(DCP_TOPK, span)].to(torch.int32)
     indices = torch.full((rows, DCP_TOPK), -1, dtype=torch.int32, device=b.device)
-    indices[:, :order.shape[1]] = order
-    short = (b.uniform(0, 1, (rows,), "cpu") < 0.03)
-    valid_count = torch.where(short, b.randint(0, order.shape[1] - 1, (rows,)),
-                              torch.full((rows,), order.shape[1])).to(b.device)
+    indices[:, : order.shape[1]] = order
+    short = b.uniform(0, 1, (rows,), "cpu") < 0.03
+    valid_count = torch.where(
+        short, b.randint(0, order.shape[1] - 1, (rows,)), torch.full((rows,), order.shape[1])
+    ).to(b.device)
     indices[torch.arange(DCP_TOPK, device=b.device).unsqueeze(0) >= valid_count.unsqueeze(1)] = -1
     inp = {"logits": logits, "topk_indices": indices}
     if requests:
-        inp["row_starts"] = ((torch.arange(rows) * requests // rows) * span).to(torch.int32) \
-            .to(b.device)
+        inp["row_starts"] = (
+            ((torch.arange(rows) * requests // rows) * span).to(torch.int32).to(b.device)
+        )
     valid = int(valid_count.sum())
-    return inp, {"tokens": rows,
-                 "bytes": rows * DCP_TOPK * (4 + 8) + valid * 4 + (rows * 4 if requests else 0)}
+    return inp, {
+        "tokens": rows,
+        "bytes": rows * DCP_TOPK * (4 + 8) + valid * 4 + (rows * 4 if requests else 0),
+    }
 
 
 def make_case(b, kernel, size):
@@ -370,6 +408,7 @@ def seed_of(kernel, size):
 
 
 # --- timing ---------------------------------------------------------------------------------
+
 
 def measure(calls, repetitions, clock_hz):
     """Median and minimum microseconds of one call, after warmup, rotating among `calls`."""
@@ -425,20 +464,32 @@ def measure_case(kernel, size, device, l2_bytes, clock_hz, args):
     composite = COMPOSITES[kernel]
     calls = [(lambda s=s: composite(s)) for s in sets]
     median_us, min_us = measure(calls, args.repeat, clock_hz)
-    print(f"  {kernel:<16} {size:<8} built in {built:5.2f} s, {len(sets):2d} input "
-          f"set(s), {median_us:9.2f} us", flush=True)
+    print(
+        f"  {kernel:<16} {size:<8} built in {built:5.2f} s, {len(sets):2d} input "
+        f"set(s), {median_us:9.2f} us",
+        flush=True,
+    )
     record = {"impl": "torch_eager", "kernel": kernel, "size": size, "tokens": meta["tokens"]}
     if "active_tokens" in meta:
         record["active_tokens"] = meta["active_tokens"]
-    record.update({"bytes": meta["bytes"], "median_us": median_us, "min_us": min_us,
-                   "input_sets": len(sets), "repetitions": args.repeat})
+    record.update(
+        {
+            "bytes": meta["bytes"],
+            "median_us": median_us,
+            "min_us": min_us,
+            "input_sets": len(sets),
+            "repetitions": args.repeat,
+        }
+    )
     return record
 
 
 def run(args):
     if not torch.cuda.is_available():
-        print("torch_composite.py: no CUDA device (torch.cuda.is_available() is False); "
-              "nothing measured")
+        print(
+            "torch_composite.py: no CUDA device (torch.cuda.is_available() is False); "
+            "nothing measured"
+        )
         return 77
     kernels = select(args.kernels, KERNELS, "kernel")
     sizes = select(args.sizes, SIZES, "size")
@@ -448,8 +499,11 @@ def run(args):
     l2_bytes = getattr(props, "L2_cache_size", 0) or (50 << 20)
     clock_khz = getattr(props, "clock_rate", 0) or 2_000_000
     clock_hz = clock_khz * 1e3
-    print(f"device: {props.name}, L2 {l2_bytes / 1e6:.0f} MB, torch {torch.__version__}, "
-          f"{args.repeat} repetitions", flush=True)
+    print(
+        f"device: {props.name}, L2 {l2_bytes / 1e6:.0f} MB, torch {torch.__version__}, "
+        f"{args.repeat} repetitions",
+        flush=True,
+    )
 
     source = torch.full((COPY_BYTES,), 0x5A, dtype=torch.uint8, device=device)
     destination = torch.empty_like(source)
@@ -465,8 +519,9 @@ def run(args):
                 records.append(measure_case(kernel, size, device, l2_bytes, clock_hz, args))
             except Exception as error:  # report and go on: the other cases still count
                 failures += 1
-                print(f"  {kernel:<16} {size:<8} FAILED: {type(error).__name__}: {error}",
-                      flush=True)
+                print(
+                    f"  {kernel:<16} {size:<8} FAILED: {type(error).__name__}: {error}", flush=True
+                )
             torch.cuda.empty_cache()
     copy_end = measure(copy_call, args.repeat, clock_hz)
     copy_gbps = max(copy_bytes / (copy_start[0] * 1e3), copy_bytes / (copy_end[0] * 1e3))
@@ -474,26 +529,38 @@ def run(args):
         record["gbps"] = record["bytes"] / (record["median_us"] * 1e3)
         record["copy_fraction"] = record["gbps"] / copy_gbps
 
-    print(f"\n{'kernel':<16} {'size':<8} {'tokens':>8} {'active':>7} {'MB':>10} {'sets':>4} "
-          f"{'median_us':>10} {'min_us':>10} {'GB/s':>8} {'copy%':>7}")
+    print(
+        f"\n{'kernel':<16} {'size':<8} {'tokens':>8} {'active':>7} {'MB':>10} {'sets':>4} "
+        f"{'median_us':>10} {'min_us':>10} {'GB/s':>8} {'copy%':>7}"
+    )
     for r in records:
-        print(f"{r['kernel']:<16} {r['size']:<8} {r['tokens']:>8} "
-              f"{str(r.get('active_tokens', '-')):>7} {r['bytes'] / 1e6:>10.3f} "
-              f"{r['input_sets']:>4} {r['median_us']:>10.2f} {r['min_us']:>10.2f} "
-              f"{r['gbps']:>8.1f} {100 * r['copy_fraction']:>6.1f}%")
+        print(
+            f"{r['kernel']:<16} {r['size']:<8} {r['tokens']:>8} "
+            f"{str(r.get('active_tokens', '-')):>7} {r['bytes'] / 1e6:>10.3f} "
+            f"{r['input_sets']:>4} {r['median_us']:>10.2f} {r['min_us']:>10.2f} "
+            f"{r['gbps']:>8.1f} {100 * r['copy_fraction']:>6.1f}%"
+        )
     for label, (median_us, min_us) in (("start", copy_start), ("end", copy_end)):
-        print(f"{'d2d_copy':<16} {'1GiB':<8} {'-':>8} {'-':>7} {copy_bytes / 1e6:>10.3f} "
-              f"{1:>4} {median_us:>10.2f} {min_us:>10.2f} "
-              f"{copy_bytes / (median_us * 1e3):>8.1f}  ({label})")
+        print(
+            f"{'d2d_copy':<16} {'1GiB':<8} {'-':>8} {'-':>7} {copy_bytes / 1e6:>10.3f} "
+            f"{1:>4} {median_us:>10.2f} {min_us:>10.2f} "
+            f"{copy_bytes / (median_us * 1e3):>8.1f}  ({label})"
+        )
     print(f"copy roofline: {copy_gbps:.1f} GB/s (the faster of the two copies)")
     if args.json:
         result = {
-            "impl": "torch_eager", "device": props.name, "torch": torch.__version__,
-            "l2_bytes": l2_bytes, "repetitions": args.repeat,
-            "copy": {"bytes": copy_bytes, "median_us_start": copy_start[0],
-                     "median_us_end": copy_end[0],
-                     "gbps_start": copy_bytes / (copy_start[0] * 1e3),
-                     "gbps_end": copy_bytes / (copy_end[0] * 1e3)},
+            "impl": "torch_eager",
+            "device": props.name,
+            "torch": torch.__version__,
+            "l2_bytes": l2_bytes,
+            "repetitions": args.repeat,
+            "copy": {
+                "bytes": copy_bytes,
+                "median_us_start": copy_start[0],
+                "median_us_end": copy_end[0],
+                "gbps_start": copy_bytes / (copy_start[0] * 1e3),
+                "gbps_end": copy_bytes / (copy_end[0] * 1e3),
+            },
             "copy_gbps": copy_gbps,
             "records": records,
         }
@@ -501,12 +568,15 @@ def run(args):
             json.dump(result, file, indent=2)
             file.write("\n")
         print(f"wrote {args.json}")
-    print(f"total {time.perf_counter() - wall:.1f} s"
-          + (f"; {failures} case(s) FAILED (see above)" if failures else ""))
+    print(
+        f"total {time.perf_counter() - wall:.1f} s"
+        + (f"; {failures} case(s) FAILED (see above)" if failures else "")
+    )
     return 1 if failures else 0
 
 
 # --- dry run: no GPU, reduced sizes, self-checks -------------------------------------------
+
 
 def dry_run(args):
     """Runs every composite once on the CPU at reduced sizes and checks a few properties that
@@ -532,14 +602,16 @@ def dry_run(args):
                 usable = weights != 0  # the scale is read back from the weight fold
                 fold = weights_out / torch.where(usable, weights * INDEXER_SCALE, 1.0)
                 error = (decoded * fold.unsqueeze(-1) - x).abs().amax(-1)
-                bound = x.abs().amax(-1) / 8 + 2.0 ** -126
+                bound = x.abs().amax(-1) / 8 + 2.0**-126
                 check(bool((error <= bound)[usable].all()), f"{label}: fp8 decode")
-                check(bool((fold[usable] == torch.exp2(torch.round(torch.log2(fold[usable]))))
-                           .all()), f"{label}: fp8 scales are powers of two")
+                check(
+                    bool((fold[usable] == torch.exp2(torch.round(torch.log2(fold[usable])))).all()),
+                    f"{label}: fp8 scales are powers of two",
+                )
             elif kernel == "indexer_q_mxfp4":
                 packed, q_scale, _ = result
                 x = indexer_rope(inp).float()
-                table = torch.tensor([0, .5, 1, 1.5, 2, 3, 4, 6])
+                table = torch.tensor([0, 0.5, 1, 1.5, 2, 3, 4, 6])
                 nib = torch.stack((packed & 15, packed >> 4), dim=-1).flatten(-2).long()
                 value = table[nib & 7] * torch.where(nib >= 8, -1.0, 1.0)
                 scale = torch.exp2(q_scale.float() - 127).repeat_interleave(32, dim=-1)
@@ -554,39 +626,52 @@ def dry_run(args):
                 data = data_view[kv // block, kv % block]
                 scales = scale_view[kv // block, kv % block]
                 nope = data[:, :NOPE].view(torch.float8_e4m3fn).float().view(-1, 7, 64)
-                nope = (nope * torch.exp2(scales[:, :7].float() - 127).unsqueeze(-1))
+                nope = nope * torch.exp2(scales[:, :7].float() - 127).unsqueeze(-1)
                 check(bool((scales[:, 7] == 0).all()), f"{label}: pad byte")
-                check(bool(torch.isfinite(nope).all()) and nope.numel() > 0,
-                      f"{label}: decoded rows")
+                check(
+                    bool(torch.isfinite(nope).all()) and nope.numel() > 0, f"{label}: decoded rows"
+                )
                 changed = (cache != SENTINEL).sum().item()  # a code may equal the sentinel
-                check(0.9 * kv.numel() * 584 <= changed <= kv.numel() * 584,
-                      f"{label}: bytes written outside the active rows")
+                check(
+                    0.9 * kv.numel() * 584 <= changed <= kv.numel() * 584,
+                    f"{label}: bytes written outside the active rows",
+                )
             elif kernel in ("c4_store_full", "c128_store_full"):
                 written = (inp["k_cache"].view(torch.uint8) != SENTINEL).any(-1).sum().item()
                 check(written == meta["active_tokens"], f"{label}: rows written")
             elif kernel == "c128_compress":
                 rows = inp["compressed_kv"].index_select(0, inp["active"])
                 check(bool(torch.isfinite(rows).all()), f"{label}: pooled rows")
-                check(int(torch.isnan(inp["compressed_kv"]).any(-1).sum()) ==
-                      meta["tokens"] - meta["active_tokens"], f"{label}: inactive rows untouched")
+                check(
+                    int(torch.isnan(inp["compressed_kv"]).any(-1).sum())
+                    == meta["tokens"] - meta["active_tokens"],
+                    f"{label}: inactive rows untouched",
+                )
             elif kernel == "dequant_gather":
                 out = inp["out"]
                 lens = inp["seq_lens"].tolist()
                 for r, n in enumerate(lens):
                     rows = out[r].view(torch.uint8)
-                    check(bool((rows[:n] != SENTINEL).any(-1).all()),
-                          f"{label}: request {r} rows written")
-                    check(bool((rows[n:] == SENTINEL).all()),
-                          f"{label}: request {r} rows past L untouched")
+                    check(
+                        bool((rows[:n] != SENTINEL).any(-1).all()),
+                        f"{label}: request {r} rows written",
+                    )
+                    check(
+                        bool((rows[n:] == SENTINEL).all()),
+                        f"{label}: request {r} rows past L untouched",
+                    )
             elif kernel == "dcp_pack":
                 packed = result
                 local = inp["topk_indices"]
                 expected = torch.where(local >= 0, (local // 1) * 2 + 1, -1).float()
                 check(torch.equal(packed[..., 1], expected), f"{label}: global ids")
-                check(bool(torch.isneginf(packed[..., 0][local < 0]).all()),
-                      f"{label}: padding scores")
-            print(f"  {label:<26} tokens {meta['tokens']:>7} bytes {meta['bytes']:>12} ok",
-                  flush=True)
+                check(
+                    bool(torch.isneginf(packed[..., 0][local < 0]).all()),
+                    f"{label}: padding scores",
+                )
+            print(
+                f"  {label:<26} tokens {meta['tokens']:>7} bytes {meta['bytes']:>12} ok", flush=True
+            )
     for failure in failures:
         print("FAILED:", failure)
     print("dry run:", "all checks passed" if not failures else f"{len(failures)} failed")
@@ -594,18 +679,25 @@ def dry_run(args):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--json", default="", help="write the records to this JSON file")
-    parser.add_argument("--kernels", default="all",
-                        help="comma-separated kernels, or all: " + " ".join(KERNELS))
-    parser.add_argument("--sizes", default="all", help="comma-separated sizes, or all: "
-                        + " ".join(SIZES))
-    parser.add_argument("--repeat", type=int, default=50,
-                        help="timed repetitions per case (median and min)")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="no GPU: run each composite once on the CPU at reduced sizes, "
-                             "with self-checks, and time nothing")
+    parser.add_argument(
+        "--kernels", default="all", help="comma-separated kernels, or all: " + " ".join(KERNELS)
+    )
+    parser.add_argument(
+        "--sizes", default="all", help="comma-separated sizes, or all: " + " ".join(SIZES)
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=50, help="timed repetitions per case (median and min)"
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="no GPU: run each composite once on the CPU at reduced sizes, "
+        "with self-checks, and time nothing",
+    )
     args = parser.parse_args()
     with torch.inference_mode():
         return dry_run(args) if args.dry_run else run(args)

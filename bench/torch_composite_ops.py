@@ -2,12 +2,18 @@
 with bench/torch_composite.py (which builds the inputs and times them): one function per kernel
 of the spec, written the straightforward eager way."""
 
-
 import torch
 
 KERNELS = [
-    "indexer_q_fp8", "indexer_q_mxfp4", "dequant_gather", "c4_store", "c4_store_full",
-    "c128_compress", "c128_store", "c128_store_full", "dcp_pack",
+    "indexer_q_fp8",
+    "indexer_q_mxfp4",
+    "dequant_gather",
+    "c4_store",
+    "c4_store_full",
+    "c128_compress",
+    "c128_store",
+    "c128_store_full",
+    "dcp_pack",
 ]
 SIZES = ["small", "serving", "large"]
 
@@ -20,7 +26,7 @@ DS_MLA_ROW_BYTES = 584
 FULL_BF16_ROW_BYTES = HEAD * 2
 NORM_WEIGHT_BYTES = HEAD * 2
 EPS = 1e-6
-INDEXER_SCALE = float(128 ** -0.5 * 64 ** -0.5)
+INDEXER_SCALE = float(128**-0.5 * 64**-0.5)
 INDEXER_MAX_POSITION = 65536
 MAX_FIRST_POSITION = 60000
 GATHER_BLOCK = 64
@@ -37,6 +43,7 @@ E2M1_BOUNDS = [0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0]
 
 
 # --- numerics ---------------------------------------------------------------------------------
+
 
 def ceil_log2(s):
     """ceil(log2 s) exactly, for positive normal float32 s (what the UE8M0 scale takes)."""
@@ -64,16 +71,18 @@ def ds_mla_rows(y, rotated):
     codes = codes.to(torch.float8_e4m3fn).view(torch.uint8).view(n, NOPE)
     rope_bytes = rotated.to(torch.bfloat16).view(torch.uint8)  # [n, 128], real part first
     data = torch.cat((codes, rope_bytes), dim=1)
-    scales = torch.cat(((exponent + 127).to(torch.uint8),
-                        torch.zeros(n, 1, dtype=torch.uint8, device=y.device)), dim=1)
+    scales = torch.cat(
+        ((exponent + 127).to(torch.uint8), torch.zeros(n, 1, dtype=torch.uint8, device=y.device)),
+        dim=1,
+    )
     return data, scales
 
 
 def ds_mla_views(cache, block_size):
     """The token-data and scale regions of a [pages, page_stride] uint8 fp8_ds_mla cache."""
     pages = cache.shape[0]
-    data = cache[:, :block_size * 576].view(pages, block_size, 576)
-    scales = cache[:, block_size * 576:block_size * 584].view(pages, block_size, 8)
+    data = cache[:, : block_size * 576].view(pages, block_size, 576)
+    scales = cache[:, block_size * 576 : block_size * 584].view(pages, block_size, 8)
     return data, scales
 
 
@@ -91,6 +100,7 @@ def store_rows(inp, y, rotated, kv_slot, full):
 
 
 # --- composites ---------------------------------------------------------------------------
+
 
 def indexer_rope(inp):
     q, cs = inp["q"], inp["cos_sin"].index_select(0, inp["positions"])  # [T, 64]
@@ -115,12 +125,12 @@ def indexer_q_mxfp4(inp):
     x = indexer_rope(inp)
     t, h, d = x.shape
     blocks = x.float().view(t, h, d // 32, 32)
-    exponent = ceil_log2(blocks.abs().amax(dim=-1).clamp_min(6 * 2.0 ** -126) / 6.0)
+    exponent = ceil_log2(blocks.abs().amax(dim=-1).clamp_min(6 * 2.0**-126) / 6.0)
     scaled = blocks * torch.exp2(-exponent.float()).unsqueeze(-1)
     magnitude = scaled.abs()
     below = torch.bucketize(magnitude, inp["e2m1_bounds"], right=False)  # ties: lower code
-    above = torch.bucketize(magnitude, inp["e2m1_bounds"], right=True)   # ties: upper code
-    code = torch.where(above % 2 == 0, above, below).to(torch.uint8)      # ties to even
+    above = torch.bucketize(magnitude, inp["e2m1_bounds"], right=True)  # ties: upper code
+    code = torch.where(above % 2 == 0, above, below).to(torch.uint8)  # ties to even
     nibbles = code | (torch.signbit(scaled).to(torch.uint8) << 3)
     packed = (nibbles[..., 0::2] | (nibbles[..., 1::2] << 4)).view(t, h, d // 2)
     q_scale = (exponent + 127).to(torch.uint8)
@@ -133,18 +143,19 @@ def dequant_gather(inp):
     out = inp["out"]
     requests, max_rows = out.shape[0], out.shape[1]
     total = inp["total_rows"]  # host-known, so that repeat_interleave does not sync
-    request = torch.repeat_interleave(torch.arange(requests, device=cache.device), lens,
-                                      output_size=total)
+    request = torch.repeat_interleave(
+        torch.arange(requests, device=cache.device), lens, output_size=total
+    )
     first = torch.cumsum(lens, 0) - lens
     position = torch.arange(total, device=cache.device) - first[request]  # G = L: from 0
     page = table[request, position // GATHER_BLOCK].long()
     row = position % GATHER_BLOCK
     data_view, scale_view = ds_mla_views(cache, GATHER_BLOCK)
-    data = data_view[page, row]                   # [N, 576]
-    scales = scale_view[page, row][:, :NOPE // 64]  # [N, 7]
+    data = data_view[page, row]  # [N, 576]
+    scales = scale_view[page, row][:, : NOPE // 64]  # [N, 7]
     nope = data[:, :NOPE].view(torch.float8_e4m3fn).float().view(total, NOPE // 64, 64)
     nope = (nope * torch.exp2(scales.float() - 127.0).unsqueeze(-1)).view(total, NOPE)
-    tail = data[:, NOPE:].view(torch.bfloat16)    # [N, 64], stored unquantized
+    tail = data[:, NOPE:].view(torch.bfloat16)  # [N, 64], stored unquantized
     rows = torch.cat((nope.to(torch.bfloat16), tail), dim=1)
     out.view(requests * max_rows, HEAD).index_copy_(0, request * max_rows + position, rows)
     return out
@@ -206,8 +217,11 @@ def dcp_pack(inp):
     column = column.clamp(0, max(logits.shape[1] - 1, 0))  # clamp, not mask (spec 12.3)
     score = torch.where(valid, torch.gather(logits, 1, column), float("-inf"))
     local = local.clamp_min(0)
-    global_id = ((local // DCP_INTERLEAVE) * (DCP_WORLD * DCP_INTERLEAVE)
-                 + DCP_RANK * DCP_INTERLEAVE + local % DCP_INTERLEAVE)
+    global_id = (
+        (local // DCP_INTERLEAVE) * (DCP_WORLD * DCP_INTERLEAVE)
+        + DCP_RANK * DCP_INTERLEAVE
+        + local % DCP_INTERLEAVE
+    )
     ident = torch.where(valid, global_id.float(), -1.0)
     return torch.stack((score, ident), dim=-1)  # [R, K, 2]
 

@@ -45,23 +45,50 @@ def host_cost_rows(torch, triton, zerojit, kernels, owners):
     ints = torch.empty(n, dtype=torch.int64, device=cuda)
     masked, row, tile, widths, pdl = (k() for k in owners.KERNELS)
     return [
-        ("masked_add (3 pointers, 2 scalars)",
-         lambda: masked(x, y, out, n, 0.5),
-         lambda: kernels.masked_add[(16,)](x, y, out, n, 0.5, BLOCK=256, num_warps=2)),
-        ("row_sum (2 pointers, 2 ints)",
-         lambda: row(matrix, rows, 100, 100),
-         lambda: kernels.row_sum[(64,)](matrix, rows, 100, 100, BLOCK_COLS=128, num_warps=1)),
-        ("matmul_tile (3 pointers, 8 ints)",
-         lambda: tile(a, b, c, 16, 64, 64, 64, 1, 64, 1, 64),
-         lambda: kernels.matmul_tile[(1, 1)](a, b, c, 16, 64, 64, 64, 1, 64, 1, 64, BLOCK_M=64,
-                                             BLOCK_N=64, BLOCK_K=32, num_warps=4, num_stages=2)),
-        ("int_widths (1 pointer, 4 ints)",
-         lambda: widths(ints, 7, 3, 5, n),
-         lambda: kernels.int_widths[(16,)](ints, 7, 3, 5, n, BLOCK=256, num_warps=2)),
-        ("pdl_scale (2 pointers, PDL)",
-         lambda: pdl(x, out, n, 0.5),
-         lambda: kernels.pdl_scale[(8,)](x, out, n, 0.5, BLOCK=512, num_warps=4,
-                                         launch_pdl=True)),
+        (
+            "masked_add (3 pointers, 2 scalars)",
+            lambda: masked(x, y, out, n, 0.5),
+            lambda: kernels.masked_add[(16,)](x, y, out, n, 0.5, BLOCK=256, num_warps=2),
+        ),
+        (
+            "row_sum (2 pointers, 2 ints)",
+            lambda: row(matrix, rows, 100, 100),
+            lambda: kernels.row_sum[(64,)](matrix, rows, 100, 100, BLOCK_COLS=128, num_warps=1),
+        ),
+        (
+            "matmul_tile (3 pointers, 8 ints)",
+            lambda: tile(a, b, c, 16, 64, 64, 64, 1, 64, 1, 64),
+            lambda: kernels.matmul_tile[(1, 1)](
+                a,
+                b,
+                c,
+                16,
+                64,
+                64,
+                64,
+                1,
+                64,
+                1,
+                64,
+                BLOCK_M=64,
+                BLOCK_N=64,
+                BLOCK_K=32,
+                num_warps=4,
+                num_stages=2,
+            ),
+        ),
+        (
+            "int_widths (1 pointer, 4 ints)",
+            lambda: widths(ints, 7, 3, 5, n),
+            lambda: kernels.int_widths[(16,)](ints, 7, 3, 5, n, BLOCK=256, num_warps=2),
+        ),
+        (
+            "pdl_scale (2 pointers, PDL)",
+            lambda: pdl(x, out, n, 0.5),
+            lambda: kernels.pdl_scale[(8,)](
+                x, out, n, 0.5, BLOCK=512, num_warps=4, launch_pdl=True
+            ),
+        ),
     ]
 
 
@@ -90,10 +117,16 @@ def measure_host_cost(args, torch, triton, zerojit):
 def in_fresh_process(code, env):
     environment = dict(os.environ)
     environment["PYTHONPATH"] = os.pathsep.join(
-        [TESTS, *[p for p in environment.get("PYTHONPATH", "").split(os.pathsep) if p]])
+        [TESTS, *[p for p in environment.get("PYTHONPATH", "").split(os.pathsep) if p]]
+    )
     environment.update(env)
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=1800, env=environment)
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        env=environment,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"benchmark process failed:\n{done.stdout}\n{done.stderr}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -170,20 +203,24 @@ def measure_warmups(args):
             triton_cache = os.path.join(scratch, f"triton-for-zerojit-{workers}")
             results[f"zerojit cold, {workers} workers"] = in_fresh_process(
                 ZEROJIT_WARMUP.format(jobs=workers, cache=""),
-                {"ZEROJIT_CACHE_DIR": cache, "TRITON_CACHE_DIR": triton_cache})
+                {"ZEROJIT_CACHE_DIR": cache, "TRITON_CACHE_DIR": triton_cache},
+            )
         # The same without the disk cache (nothing written, nothing synced): the compile
         # pipeline alone.
         results[f"zerojit cold, {args.workers} workers, no disk cache"] = in_fresh_process(
-            ZEROJIT_WARMUP.format(jobs=args.workers, cache=", cache_dir='off'"), {})
+            ZEROJIT_WARMUP.format(jobs=args.workers, cache=", cache_dir='off'"), {}
+        )
         triton_cache = os.path.join(scratch, "triton")
         results["Triton cold (fn.warmup, one process)"] = in_fresh_process(
-            TRITON_WARMUP.format(launch=False), {"TRITON_CACHE_DIR": triton_cache})
+            TRITON_WARMUP.format(launch=False), {"TRITON_CACHE_DIR": triton_cache}
+        )
         cache = os.path.join(scratch, f"zerojit-{args.workers}")
         results["zerojit warm start from disk (every key loaded)"] = in_fresh_process(
-            ZEROJIT_WARMUP.format(jobs=args.workers, cache=""), {"ZEROJIT_CACHE_DIR": cache})
-        results["Triton warm start (its disk cache, fn.warmup + first launch)"] = (
-            in_fresh_process(TRITON_WARMUP.format(launch=True),
-                             {"TRITON_CACHE_DIR": triton_cache}))
+            ZEROJIT_WARMUP.format(jobs=args.workers, cache=""), {"ZEROJIT_CACHE_DIR": cache}
+        )
+        results["Triton warm start (its disk cache, fn.warmup + first launch)"] = in_fresh_process(
+            TRITON_WARMUP.format(launch=True), {"TRITON_CACHE_DIR": triton_cache}
+        )
     return results
 
 
@@ -211,22 +248,35 @@ def main():
     print(f"  {'empty torch kernel':58s} {floor:8.2f}")
     for name, value in host.items():
         if name.startswith("zerojit "):
-            theirs = host["Triton " + name[len("zerojit "):]]
-            print(f"  {name[8:]:40s} zerojit {value:7.2f} (+{value - floor:5.2f})  Triton "
-                  f"{theirs:7.2f}  ratio {value / theirs:5.3f}")
+            theirs = host["Triton " + name[len("zerojit ") :]]
+            print(
+                f"  {name[8:]:40s} zerojit {value:7.2f} (+{value - floor:5.2f})  Triton "
+                f"{theirs:7.2f}  ratio {value / theirs:5.3f}"
+            )
     warmups = measure_warmups(args)
     print("warmup of every key of the five kernels, fresh processes (from after `import torch`):")
     for name, result in warmups.items():
         detail = ""
         if "key_seconds" in result:
-            detail = (f"  (warmup {result['wall_seconds']:.2f} s, keys "
-                      f"{result['key_seconds']:.2f} s summed; slowest "
-                      f"{result['slowest'][0][2]:.2f} s)")
+            detail = (
+                f"  (warmup {result['wall_seconds']:.2f} s, keys "
+                f"{result['key_seconds']:.2f} s summed; slowest "
+                f"{result['slowest'][0][2]:.2f} s)"
+            )
         print(f"  {name:62s} {result['seconds']:8.2f} s{detail}")
     if args.json:
         with open(args.json, "w") as out:
-            json.dump({"host_us": host, "warmups": warmups, "rounds": args.rounds,
-                       "calls": args.calls, "workers": args.workers}, out, indent=1)
+            json.dump(
+                {
+                    "host_us": host,
+                    "warmups": warmups,
+                    "rounds": args.rounds,
+                    "calls": args.calls,
+                    "workers": args.workers,
+                },
+                out,
+                indent=1,
+            )
     return 0
 
 

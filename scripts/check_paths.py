@@ -23,8 +23,9 @@ PATH = re.compile(r"(?<![\w./<>{}$*-])([A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.<>-]+)+)")
 
 
 def tracked_paths():
-    listed = subprocess.run(["git", "-C", ROOT, "ls-files"], capture_output=True, text=True,
-                            check=True).stdout.split()
+    listed = subprocess.run(
+        ["git", "-C", ROOT, "ls-files"], capture_output=True, text=True, check=True
+    ).stdout.split()
     paths = set(listed)
     for name in listed:
         parent = os.path.dirname(name)
@@ -39,7 +40,7 @@ FILE = re.compile(r"\.(cpp|hpp|h|cu|cuh|py|pyi|md|sh|cmake|json|toml)$")
 
 def exists(word, naming_file, paths, tails):
     if "<" in word:  # a pattern such as kernels/dsv4/<kernel>/gate.cpp: its fixed prefix
-        prefix = word[:word.index("<")].rstrip("/")
+        prefix = word[: word.index("<")].rstrip("/")
         return prefix in paths
     folder = os.path.dirname(naming_file)
     while True:
@@ -68,8 +69,11 @@ def main():
                 continue
             for match in PATH.finditer(line):
                 word = match.group(1)
-                if (FILE.search(word) and word.split("/")[0] in top
-                        and not exists(word, name, paths, tails)):
+                if (
+                    FILE.search(word)
+                    and word.split("/")[0] in top
+                    and not exists(word, name, paths, tails)
+                ):
                     stale.append(f"{name}:{number}: {word}")
     for entry in stale:
         print(entry)

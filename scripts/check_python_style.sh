@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# `ruff check` of the Python package, its tests, the benchmarks and the examples, with the rules
-# of pyproject.toml ([tool.ruff]).
+# `ruff check` and `ruff format --check` of the Python package, its tests, the benchmarks and the
+# examples, with the rules and line length of pyproject.toml ([tool.ruff]).
 #   scripts/check_python_style.sh [RUFF]     (default: ruff on PATH)
 # Exit 0: clean; 1: ruff names what is not; 77: no ruff here (scripts/setup.sh puts the pinned
 # one in the Python test environment).
@@ -12,3 +12,4 @@ if ! command -v "$ruff" >/dev/null; then
 fi
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 "$ruff" check --no-cache .
+"$ruff" format --check --no-cache .

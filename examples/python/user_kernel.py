@@ -90,21 +90,30 @@ class AxpbyKey:
 class Axpby(zerojit.Kernel):
     name = "user.axpby"
     Key = AxpbyKey
-    params = (("x", "tensor"), ("y", "tensor"), ("out", "tensor"), ("alpha", "f32"),
-              ("beta", "f32"), ("n", "i64"))
+    params = (
+        ("x", "tensor"),
+        ("y", "tensor"),
+        ("out", "tensor"),
+        ("alpha", "f32"),
+        ("beta", "f32"),
+        ("n", "i64"),
+    )
 
     def dispatch(self, x: TensorDesc, y: TensorDesc, out: TensorDesc) -> AxpbyKey:
         if x.dtype not in ELEMENT_BYTES:
             raise zerojit.InvalidArgument(
-                f"kernel {self.name}: x has dtype {x.dtype}; f16, bf16 or f32", self.name, "x")
+                f"kernel {self.name}: x has dtype {x.dtype}; f16, bf16 or f32", self.name, "x"
+            )
         for name, desc in (("y", y), ("out", out)):
             if desc.dtype != x.dtype or desc.shape != x.shape:
                 raise zerojit.InvalidArgument(
-                    f"kernel {self.name}: {name} must match x's dtype and shape", self.name, name)
+                    f"kernel {self.name}: {name} must match x's dtype and shape", self.name, name
+                )
         for name, desc in (("x", x), ("y", y), ("out", out)):
             if desc.ndim != 1 or not desc.is_contiguous():
                 raise zerojit.InvalidArgument(
-                    f"kernel {self.name}: {name} must be 1-D and contiguous", self.name, name)
+                    f"kernel {self.name}: {name} must be 1-D and contiguous", self.name, name
+                )
         width = 16 // ELEMENT_BYTES[x.dtype]
         wide = x.shape[0] % width == 0 and min(x.alignment, y.alignment, out.alignment) >= 16
         return AxpbyKey(x.dtype, width if wide else 1)
@@ -115,15 +124,23 @@ class Axpby(zerojit.Kernel):
     def plan(self, key, x, y, out, alpha=1.0, beta=1.0):
         n = x.shape[0]
         per_block = THREADS * key.vector_width
-        return Launch(grid=(n + per_block - 1) // per_block, block=THREADS,
-                      args=(x, y, out, alpha, beta, n), result=out)
+        return Launch(
+            grid=(n + per_block - 1) // per_block,
+            block=THREADS,
+            args=(x, y, out, alpha, beta, n),
+            result=out,
+        )
 
     def warmup_space(self):
         # What this "configuration" serves: bf16 and f32 (f16 is left out, so the monitor
         # demonstration below has an unwarmed key), any length up to 2^20, aligned or not.
         return (
-            Space(lambda p: {name: TensorDesc.contiguous(p["dtype"], (p["n"],), p["alignment"])
-                             for name in ("x", "y", "out")})
+            Space(
+                lambda p: {
+                    name: TensorDesc.contiguous(p["dtype"], (p["n"],), p["alignment"])
+                    for name in ("x", "y", "out")
+                }
+            )
             .choices("dtype", [DType.bf16, DType.f32])
             .advance("n", 1, 1 << 20, zerojit.next_power_of_two)
             .choices("alignment", [4, 256])
@@ -137,8 +154,9 @@ def compile_only():
     zerojit.register(Axpby)
     manifest = zerojit.kernel_manifest([Axpby])
     print(json.dumps(manifest, indent=2))
-    report = zerojit.warmup_kernels([Axpby], compile_only=True, arch="sm_90a", jobs=2,
-                                    arm_monitor=False)
+    report = zerojit.warmup_kernels(
+        [Axpby], compile_only=True, arch="sm_90a", jobs=2, arm_monitor=False
+    )
     print(report["summary"])
     return 0 if report["ok"] and report["totals"]["keys"] == len(manifest["entries"]) else 1
 
@@ -177,8 +195,11 @@ def on_gpu():
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--compile-only", action="store_true",
-                        help="warm for sm_90a without a GPU and print the manifest")
+    parser.add_argument(
+        "--compile-only",
+        action="store_true",
+        help="warm for sm_90a without a GPU and print the manifest",
+    )
     args = parser.parse_args()
     return compile_only() if args.compile_only else on_gpu()
 

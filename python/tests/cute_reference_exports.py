@@ -26,32 +26,44 @@ def main():
     from zerojit import _compile_worker, cute_kernels
 
     owners.register_all()
-    report = zerojit.warmup_kernels(cache_dir=os.path.join(out, "pack"), compile_only=True,
-                                    arch=arch)
+    report = zerojit.warmup_kernels(
+        cache_dir=os.path.join(out, "pack"), compile_only=True, arch=arch
+    )
     reference = os.path.join(out, "reference")
     os.makedirs(reference, exist_ok=True)
     keys = []
     for kernel_class in owners.KERNELS:
         kernel = kernel_class()
         for key in kernel.expand().keys:
-            fields = [(f, k, getattr(key, f) if k != "dtype" else getattr(key, f).value)
-                      for f, k in kernel._fields]
+            fields = [
+                (f, k, getattr(key, f) if k != "dtype" else getattr(key, f).value)
+                for f, k in kernel._fields
+            ]
             key_text = ", ".join(f"{f}={v}" for f, _, v in fields)
-            request, _ = cute_kernels._specialize(kernel.name, key_text, kernel._source,
-                                                  kernel.program(key))
+            request, _ = cute_kernels._specialize(
+                kernel.name, key_text, kernel._source, kernel.program(key)
+            )
             message = json.loads(request)
             import cutlass
             import cutlass.cute as cute
             from cutlass.cute import runtime
 
             source = kernel._source
-            fn = _compile_worker._function({"module": source.module,
-                                            "qualname": source.qualname, "file": source.file})
+            fn = _compile_worker._function(
+                {"module": source.module, "qualname": source.qualname, "file": source.file}
+            )
             fakes = _compile_worker._cute_fakes(message, cutlass, cute, runtime)
             compiled = cute.compile(fn, *fakes, options=f"--gpu-arch {arch}")
             compiled.export_to_c(reference, message["prefix"], function_prefix=message["prefix"])
-            keys.append({"kernel": kernel.name, "key": key_text, "prefix": message["prefix"],
-                         "arguments": message["arguments"], "params": message["params"]})
+            keys.append(
+                {
+                    "kernel": kernel.name,
+                    "key": key_text,
+                    "prefix": message["prefix"],
+                    "arguments": message["arguments"],
+                    "params": message["params"],
+                }
+            )
     with open(os.path.join(reference, "keys.json"), "w") as handle:
         json.dump(keys, handle, indent=1)
     print(report["summary"])

@@ -31,8 +31,9 @@ class ScaledAdd(CuteKernel):
         return CuteProgram({"mA": vector, "mB": vector, "mC": vector, "alpha": "f32"})
 
     def warmup_space(self):
-        return (Space(lambda p: {"mA": zerojit.TensorDesc.contiguous(p["dtype"], (1024,))})
-                .choices("dtype", [DType.f32, DType.bf16]))
+        return Space(lambda p: {"mA": zerojit.TensorDesc.contiguous(p["dtype"], (1024,))}).choices(
+            "dtype", [DType.f32, DType.bf16]
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,14 +51,17 @@ class RowSum(CuteKernel):
         return RowKey(mX.dtype, mX.shape[1])
 
     def program(self, key):
-        return CuteProgram({"mX": CuteTensor(key.dtype, (None, key.cols)),
-                            "mOut": CuteTensor(DType.f32, (None,))},
-                           constexprs={"COLS": key.cols})
+        return CuteProgram(
+            {"mX": CuteTensor(key.dtype, (None, key.cols)), "mOut": CuteTensor(DType.f32, (None,))},
+            constexprs={"COLS": key.cols},
+        )
 
     def warmup_space(self):
-        return (Space(lambda p: {"mX": zerojit.TensorDesc.contiguous(p["dtype"], (8, p["cols"]))})
-                .choices("dtype", [DType.bf16])
-                .choices("cols", [64, 128]))
+        return (
+            Space(lambda p: {"mX": zerojit.TensorDesc.contiguous(p["dtype"], (8, p["cols"]))})
+            .choices("dtype", [DType.bf16])
+            .choices("cols", [64, 128])
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,12 +79,14 @@ class TiledScale(CuteKernel):
 
     def program(self, key):
         matrix = CuteTensor(DType.f32, (None, None))
-        return CuteProgram({"mA": matrix, "mC": matrix, "scale": "f32"},
-                           constexprs={"TILE": key.tile})
+        return CuteProgram(
+            {"mA": matrix, "mC": matrix, "scale": "f32"}, constexprs={"TILE": key.tile}
+        )
 
     def warmup_space(self):
-        return (Space(lambda p: {"mA": zerojit.TensorDesc.contiguous(DType.f32, (4, p["n"]))})
-                .choices("n", [100, 4096]))
+        return Space(
+            lambda p: {"mA": zerojit.TensorDesc.contiguous(DType.f32, (4, p["n"]))}
+        ).choices("n", [100, 4096])
 
 
 KERNELS = (ScaledAdd, RowSum, TiledScale)

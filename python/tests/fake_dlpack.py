@@ -78,8 +78,9 @@ class FakeTensor:
     then takes no max_version, as in numpy < 2.1).
     """
 
-    def __init__(self, shape, dtype=(KDL_FLOAT, 32, 1), device=(KDL_CPU, 0), version=(1, 0),
-                 read_only=False):
+    def __init__(
+        self, shape, dtype=(KDL_FLOAT, 32, 1), device=(KDL_CPU, 0), version=(1, 0), read_only=False
+    ):
         self.shape = tuple(shape)
         self.dtype = dtype
         self.device = device
@@ -130,8 +131,9 @@ class FakeTensor:
             )
             name = VERSIONED_NAME
         else:
-            managed = DLManagedTensor(dl_tensor=self._tensor(), manager_ctx=None,
-                                      deleter=self._deleter)
+            managed = DLManagedTensor(
+                dl_tensor=self._tensor(), manager_ctx=None, deleter=self._deleter
+            )
             name = LEGACY_NAME
         self._keep.append(managed)
         capsule = _capsule_new(ctypes.addressof(managed), name, None)

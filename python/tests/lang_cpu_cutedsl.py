@@ -20,8 +20,10 @@ from fake_dlpack import KDL_BFLOAT, KDL_CUDA, KDL_FLOAT, VersionedProducer  # no
 
 HAVE_DSL = importlib.util.find_spec("cutlass") is not None
 NEEDS_DSL = unittest.skipUnless(
-    HAVE_DSL, "nvidia-cutlass-dsl is not installed in this interpreter (scripts/setup.sh installs "
-    "the pinned one in <build>/python-test-env)")
+    HAVE_DSL,
+    "nvidia-cutlass-dsl is not installed in this interpreter (scripts/setup.sh installs "
+    "the pinned one in <build>/python-test-env)",
+)
 
 MANIFEST = {
     "tests.cute.scaled_add": [{"dtype": "f32"}, {"dtype": "bf16"}],
@@ -95,8 +97,12 @@ class Warmup(unittest.TestCase):
         with lang_support.redis_server() as port:
             remote = {"ZEROJIT_REMOTE_CACHE": f"redis://127.0.0.1:{port}/0"}
             opted = dict(remote, ZEROJIT_REMOTE_CACHE_HOST_CODE="1")
-            with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b, \
-                    tempfile.TemporaryDirectory() as c, tempfile.TemporaryDirectory() as d:
+            with (
+                tempfile.TemporaryDirectory() as a,
+                tempfile.TemporaryDirectory() as b,
+                tempfile.TemporaryDirectory() as c,
+                tempfile.TemporaryDirectory() as d,
+            ):
                 warmup(a, env=remote)  # not opted in: nothing goes to Redis
                 self.assertEqual(warmup(b, env=opted)["compiles"], KEYS)
                 # b (opted in) stored its objects; a host that has not opted in takes none.
@@ -120,7 +126,9 @@ class Guard(unittest.TestCase):
     def test_a_foreign_compile_is_refused_in_error_mode_and_counted(self):
         # zerojit is imported first (run_python's prelude): the guard installs itself when the
         # DSL is imported afterwards, as in an engine that imports zerojit early.
-        result = run_python(lang_support.guard_code("""
+        result = run_python(
+            lang_support.guard_code(
+                """
             import cutlass
             import cutlass.cute as cute
             from cutlass.cute import runtime
@@ -131,15 +139,23 @@ class Guard(unittest.TestCase):
                            for _ in range(3)]
                 return cute.compile(kernels.scaled_add, *tensors, cutlass.Float32(0),
                                     runtime.make_fake_stream(), options="--gpu-arch sm_90a")
-        """, "cutedsl_guard", "cutedsl.foreign"), env={"CUTE_DSL_ARCH": "sm_90a"})
+        """,
+                "cutedsl_guard",
+                "cutedsl.foreign",
+            ),
+            env={"CUTE_DSL_ARCH": "sm_90a"},
+        )
         lang_support.assert_guard_refused(self, result, "scaled_add")
 
     def test_the_guard_can_be_turned_off_by_the_environment(self):
-        result = run_python("""
+        result = run_python(
+            """
             import cutlass.cute as cute
             print(json.dumps([zerojit.monitor.cutedsl_guard(),
                               getattr(type(cute.compile)._compile, "zerojit_guard", False)]))
-        """, env={"ZEROJIT_CUTE_GUARD": "0"})
+        """,
+            env={"ZEROJIT_CUTE_GUARD": "0"},
+        )
         self.assertEqual(result, [False, True])  # installed, and passing through
 
 
@@ -149,8 +165,11 @@ class Checks(unittest.TestCase):
     key and argument."""
 
     def refused_program(self, name, program, field, words):
-        kernel = type(name.replace(".", "_"), (owners.TiledScale,), {
-            "name": name, "program": lambda self, key: program})()
+        kernel = type(
+            name.replace(".", "_"),
+            (owners.TiledScale,),
+            {"name": name, "program": lambda self, key: program},
+        )()
         with self.assertRaises(zerojit.InvalidArgument) as caught:
             kernel.slot(MATRIX)
         self.assertEqual(caught.exception.argument, field)
@@ -160,23 +179,55 @@ class Checks(unittest.TestCase):
 
     def test_program_mistakes(self):
         matrix = zerojit.CuteTensor(zerojit.DType.f32, (None, None))
-        self.refused_program("bad.cute.constexpr", zerojit.CuteProgram(
-            {"mA": matrix, "mC": matrix, "scale": "f32"}), "TILE", ["Constexpr"])
-        self.refused_program("bad.cute.missing", zerojit.CuteProgram(
-            {"mA": matrix, "scale": "f32"}, {"TILE": 128}), "mC", ["no fake"])
-        self.refused_program("bad.cute.scalar", zerojit.CuteProgram(
-            {"mA": matrix, "mC": matrix, "scale": "f16"}, {"TILE": 128}), "scale", ["scalar"])
-        self.refused_program("bad.cute.order", zerojit.CuteProgram(
-            {"mA": zerojit.CuteTensor("f32", (None, None), stride_order=(0, 0)), "mC": matrix,
-             "scale": "f32"}, {"TILE": 128}), "mA", ["permutation"])
-        self.refused_program("bad.cute.arch", zerojit.CuteProgram(
-            {"mA": matrix, "mC": matrix, "scale": "f32"}, {"TILE": 128},
-            options="--gpu-arch sm_80"), "options", ["--gpu-arch"])
+        self.refused_program(
+            "bad.cute.constexpr",
+            zerojit.CuteProgram({"mA": matrix, "mC": matrix, "scale": "f32"}),
+            "TILE",
+            ["Constexpr"],
+        )
+        self.refused_program(
+            "bad.cute.missing",
+            zerojit.CuteProgram({"mA": matrix, "scale": "f32"}, {"TILE": 128}),
+            "mC",
+            ["no fake"],
+        )
+        self.refused_program(
+            "bad.cute.scalar",
+            zerojit.CuteProgram({"mA": matrix, "mC": matrix, "scale": "f16"}, {"TILE": 128}),
+            "scale",
+            ["scalar"],
+        )
+        self.refused_program(
+            "bad.cute.order",
+            zerojit.CuteProgram(
+                {
+                    "mA": zerojit.CuteTensor("f32", (None, None), stride_order=(0, 0)),
+                    "mC": matrix,
+                    "scale": "f32",
+                },
+                {"TILE": 128},
+            ),
+            "mA",
+            ["permutation"],
+        )
+        self.refused_program(
+            "bad.cute.arch",
+            zerojit.CuteProgram(
+                {"mA": matrix, "mC": matrix, "scale": "f32"},
+                {"TILE": 128},
+                options="--gpu-arch sm_80",
+            ),
+            "options",
+            ["--gpu-arch"],
+        )
 
     def test_a_function_without_a_stream_is_refused(self):
         with self.assertRaises(zerojit.InvalidArgument) as caught:
-            type("NoStream", (owners.TiledScale,), {
-                "name": "bad.cute.no_stream", "fn": "cute_test_kernels:_tiled_scale_kernel"})()
+            type(
+                "NoStream",
+                (owners.TiledScale,),
+                {"name": "bad.cute.no_stream", "fn": "cute_test_kernels:_tiled_scale_kernel"},
+            )()
         self.assertIn("stream", str(caught.exception))
 
     def refused_call(self, kernel, call, argument, words):
@@ -189,16 +240,17 @@ class Checks(unittest.TestCase):
     def test_what_the_compiled_code_assumes_is_checked_at_every_call(self):
         add, rows = owners.ScaledAdd(), owners.RowSum()
         a, b, c = fake((1024,)), fake((1024,)), fake((1024,))
-        self.refused_call(add, lambda: add(a, fake((1024,), (KDL_BFLOAT, 16, 1)), c, 2.0), "mB",
-                          ["bf16", "f32"])
-        self.refused_call(add, lambda: add(a, b, fake((1024,), offset=4), 2.0), "mC",
-                          ["16-byte aligned"])
+        self.refused_call(
+            add, lambda: add(a, fake((1024,), (KDL_BFLOAT, 16, 1)), c, 2.0), "mB", ["bf16", "f32"]
+        )
+        self.refused_call(
+            add, lambda: add(a, b, fake((1024,), offset=4), 2.0), "mC", ["16-byte aligned"]
+        )
         odd = (fake((1022,)), fake((1022,)), fake((1022,)))
         self.refused_call(add, lambda: add(*odd, 2.0), "mA", ["multiples of 4"])
         x = fake((8, 64), (KDL_BFLOAT, 16, 1))
         self.refused_call(rows, lambda: rows(x, fake((8, 2))), "mOut", ["dimensions"])
-        self.refused_call(rows, lambda: rows(x, fake((8,), (KDL_BFLOAT, 16, 1))), "mOut",
-                          ["bf16"])
+        self.refused_call(rows, lambda: rows(x, fake((8,), (KDL_BFLOAT, 16, 1))), "mOut", ["bf16"])
         with self.assertRaises(zerojit.InvalidArgument) as caught:
             add(a, b)
         self.assertIn("mA, mB, mC, alpha", str(caught.exception))

@@ -27,20 +27,27 @@ from fake_dlpack import KDL_CUDA, KDL_FLOAT, KDL_INT, VersionedProducer  # noqa:
 
 HAVE_TRITON = importlib.util.find_spec("triton") is not None
 NEEDS_TRITON = unittest.skipUnless(
-    HAVE_TRITON, "Triton is not installed in this interpreter (scripts/setup.sh installs the "
-    "pinned one in <build>/python-test-env)")
+    HAVE_TRITON,
+    "Triton is not installed in this interpreter (scripts/setup.sh installs the "
+    "pinned one in <build>/python-test-env)",
+)
 
 MANIFEST = {
     "tests.triton.masked_add": [
         {"dtype": d, "block": b, "num_warps": w}
-        for d in ("f32", "f16", "bf16") for b, w in ((256, 2), (1024, 4))],
+        for d in ("f32", "f16", "bf16")
+        for b, w in ((256, 2), (1024, 4))
+    ],
     "tests.triton.row_sum": [
-        {"dtype": d, "block_cols": b, "aligned_rows": a} for d in ("f32", "bf16")
-        for b, a in ((64, True), (128, False), (128, True), (256, True), (512, True),
-                     (1024, False))],
+        {"dtype": d, "block_cols": b, "aligned_rows": a}
+        for d in ("f32", "bf16")
+        for b, a in ((64, True), (128, False), (128, True), (256, True), (512, True), (1024, False))
+    ],
     "tests.triton.matmul_tile": [
         {"dtype": d, "block_m": m, "block_n": m, "block_k": 32, "num_warps": w, "num_stages": s}
-        for d in ("f16", "bf16") for m, w, s in ((64, 4, 2), (128, 8, 3))],
+        for d in ("f16", "bf16")
+        for m, w, s in ((64, 4, 2), (128, 8, 3))
+    ],
     "tests.triton.int_widths": [{"base": w} for w in ("i32", "i64", "u64")],
     "tests.triton.pdl_scale": [{"block": 512}],
 }
@@ -71,11 +78,25 @@ class Manifests(unittest.TestCase):
         self.assertEqual(manifest["dead_axes"], [])
 
     def test_a_call_takes_the_runtime_parameters_in_order(self):
-        self.assertEqual(owners.MaskedAdd().runtime_params, ("x_ptr", "y_ptr", "out_ptr", "n",
-                                                             "alpha"))
-        self.assertEqual(owners.MatmulTile().runtime_params,
-                         ("a_ptr", "b_ptr", "c_ptr", "M", "N", "K", "stride_am", "stride_ak",
-                          "stride_bk", "stride_bn", "stride_cm"))
+        self.assertEqual(
+            owners.MaskedAdd().runtime_params, ("x_ptr", "y_ptr", "out_ptr", "n", "alpha")
+        )
+        self.assertEqual(
+            owners.MatmulTile().runtime_params,
+            (
+                "a_ptr",
+                "b_ptr",
+                "c_ptr",
+                "M",
+                "N",
+                "K",
+                "stride_am",
+                "stride_ak",
+                "stride_bk",
+                "stride_bn",
+                "stride_cm",
+            ),
+        )
 
 
 @NEEDS_TRITON
@@ -125,26 +146,34 @@ print(json.dumps([Scaled().identity(Key(256), arch) for arch in ("sm_90a", "sm_1
         with tempfile.TemporaryDirectory() as root:
             package = os.path.join(root, "idpkg")
             os.mkdir(package)
-            for name, text in (("__init__.py", ""), ("kernels.py", kernel),
-                               ("helpers.py", helpers)):
+            for name, text in (
+                ("__init__.py", ""),
+                ("kernels.py", kernel),
+                ("helpers.py", helpers),
+            ):
                 with open(os.path.join(package, name), "w") as handle:
                     handle.write(text)
-            return run_python(self.IDENTITY, env={"PYTHONPATH": os.pathsep.join(
-                [root, TESTS, os.environ.get("PYTHONPATH", "")])})
+            return run_python(
+                self.IDENTITY,
+                env={
+                    "PYTHONPATH": os.pathsep.join([root, TESTS, os.environ.get("PYTHONPATH", "")])
+                },
+            )
 
     def test_line_numbers_and_unused_code_leave_it_alone_the_helpers_source_does_not(self):
         base = self.identity(self.KERNEL, self.HELPERS)
         self.assertNotEqual(base[0], base[1])  # the arch (and its ptxas) is part of it
-        moved = self.KERNEL.replace("@triton.jit\ndef scaled", "\n\n# moved down\n\n"
-                                    "@triton.jit\ndef scaled")
+        moved = self.KERNEL.replace(
+            "@triton.jit\ndef scaled", "\n\n# moved down\n\n@triton.jit\ndef scaled"
+        )
         self.assertEqual(self.identity(moved, self.HELPERS), base)
         unrelated = self.KERNEL.replace("    pass", "    tl.store(x_ptr, 1.0)")
         self.assertEqual(self.identity(unrelated, self.HELPERS), base)
         self.assertEqual(self.identity(self.KERNEL, "\n\n" + self.HELPERS), base)
-        self.assertNotEqual(self.identity(self.KERNEL, self.HELPERS.replace("x + x", "2 * x")),
-                            base)
-        self.assertNotEqual(self.identity(self.KERNEL, self.HELPERS.replace("3.0", "4.0")),
-                            base)
+        self.assertNotEqual(
+            self.identity(self.KERNEL, self.HELPERS.replace("x + x", "2 * x")), base
+        )
+        self.assertNotEqual(self.identity(self.KERNEL, self.HELPERS.replace("3.0", "4.0")), base)
 
 
 @NEEDS_TRITON
@@ -174,10 +203,18 @@ class CompileOnlyWarmup(unittest.TestCase):
         with tempfile.TemporaryDirectory() as cache:
             environment = lang_support.environment()
             code = "import json, sys, zerojit, triton_test_owners as owners\n" + warmup_code(
-                cache, "sm_90a", jobs=1)
-            processes = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                                          stderr=subprocess.PIPE, text=True, env=environment)
-                         for _ in range(8)]
+                cache, "sm_90a", jobs=1
+            )
+            processes = [
+                subprocess.Popen(
+                    [sys.executable, "-c", code],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    env=environment,
+                )
+                for _ in range(8)
+            ]
             results = []
             for process in processes:
                 out, err = process.communicate(timeout=1500)
@@ -204,7 +241,8 @@ sys.modules["triton"] = None
             with tempfile.TemporaryDirectory() as root:
                 served = run_python(
                     warmup_code(root, "sm_90a", prelude=self.BLOCK_TRITON),
-                    env={"ZEROJIT_CACHE_READONLY_DIRS": pack})
+                    env={"ZEROJIT_CACHE_READONLY_DIRS": pack},
+                )
             self.assertEqual(served["totals"]["failed"], 0)
             self.assertEqual(served["totals"]["from_disk"], KEYS)
             self.assertEqual(served["compiles"], 0)
@@ -212,18 +250,24 @@ sys.modules["triton"] = None
 
     def test_without_triton_and_without_a_pack_the_key_fails_naming_triton(self):
         with tempfile.TemporaryDirectory() as root:
-            result = run_python(self.BLOCK_TRITON + f"""
+            result = run_python(
+                self.BLOCK_TRITON
+                + f"""
 zerojit.register(owners.PdlScale)
 report = zerojit.warmup_kernels(cache_dir={root!r}, compile_only=True, raise_on_failure=False)
 print(json.dumps(report["keys"]))
-""", env={"ZEROJIT_CACHE_READONLY_DIRS": ""})
+""",
+                env={"ZEROJIT_CACHE_READONLY_DIRS": ""},
+            )
         self.assertEqual(len(result), 1)
         self.assertIn("Triton", result[0]["error"])
 
 
 @NEEDS_TRITON
-@unittest.skipIf(shutil.which("redis-server") is None, "redis-server is not installed "
-                 "(scripts/setup.sh installs it)")
+@unittest.skipIf(
+    shutil.which("redis-server") is None,
+    "redis-server is not installed (scripts/setup.sh installs it)",
+)
 class RedisTier(unittest.TestCase):
     def test_a_second_host_takes_the_triton_entries_from_redis_and_compiles_nothing(self):
         with lang_support.redis_server() as port:
@@ -237,8 +281,14 @@ class RedisTier(unittest.TestCase):
         self.assertEqual(fetched["totals"]["from_disk"], KEYS)
 
 
-def owner(name, program=None, dispatch=None, grid=None, fn="triton_test_kernels:masked_add",
-          key=owners.AddKey):
+def owner(
+    name,
+    program=None,
+    dispatch=None,
+    grid=None,
+    fn="triton_test_kernels:masked_add",
+    key=owners.AddKey,
+):
     """A masked_add owner with one part replaced (each test's class is its own kernel)."""
     base = owners.MaskedAdd
     attributes = {"name": name, "fn": fn, "Key": key}
@@ -272,36 +322,68 @@ class BadPrograms(unittest.TestCase):
             self.assertIn(word, message)
 
     def test_a_constexpr_without_a_value(self):
-        self.refused("bad.no_constexpr", lambda k: zerojit.TritonProgram(SIGNATURE), "BLOCK",
-                     ["tl.constexpr", "BLOCK"])
+        self.refused(
+            "bad.no_constexpr",
+            lambda k: zerojit.TritonProgram(SIGNATURE),
+            "BLOCK",
+            ["tl.constexpr", "BLOCK"],
+        )
 
     def test_a_runtime_parameter_without_a_type(self):
         signature = {k: v for k, v in SIGNATURE.items() if k != "alpha"}
-        self.refused("bad.no_type", lambda k: zerojit.TritonProgram(signature, {"BLOCK": 256}),
-                     "alpha", ["alpha", "signature"])
+        self.refused(
+            "bad.no_type",
+            lambda k: zerojit.TritonProgram(signature, {"BLOCK": 256}),
+            "alpha",
+            ["alpha", "signature"],
+        )
 
     def test_a_parameter_the_function_lacks(self):
-        self.refused("bad.unknown", lambda k: zerojit.TritonProgram(
-            {**SIGNATURE, "beta": "fp32"}, {"BLOCK": 256}), "beta", ["beta", "no parameter"])
+        self.refused(
+            "bad.unknown",
+            lambda k: zerojit.TritonProgram({**SIGNATURE, "beta": "fp32"}, {"BLOCK": 256}),
+            "beta",
+            ["beta", "no parameter"],
+        )
 
     def test_a_type_zerojit_cannot_launch(self):
-        self.refused("bad.type", lambda k: zerojit.TritonProgram(
-            {**SIGNATURE, "n": "int"}, {"BLOCK": 256}), "n", ["'int'"])
+        self.refused(
+            "bad.type",
+            lambda k: zerojit.TritonProgram({**SIGNATURE, "n": "int"}, {"BLOCK": 256}),
+            "n",
+            ["'int'"],
+        )
 
     def test_an_unknown_option_and_an_option_out_of_range(self):
-        self.refused("bad.option", lambda k: zerojit.TritonProgram(
-            SIGNATURE, {"BLOCK": 256}, {"num_wraps": 4}), "num_wraps", ["num_wraps"])
-        self.refused("bad.warps", lambda k: zerojit.TritonProgram(
-            SIGNATURE, {"BLOCK": 256}, {"num_warps": 3}), "num_warps", ["num_warps=3"])
+        self.refused(
+            "bad.option",
+            lambda k: zerojit.TritonProgram(SIGNATURE, {"BLOCK": 256}, {"num_wraps": 4}),
+            "num_wraps",
+            ["num_wraps"],
+        )
+        self.refused(
+            "bad.warps",
+            lambda k: zerojit.TritonProgram(SIGNATURE, {"BLOCK": 256}, {"num_warps": 3}),
+            "num_warps",
+            ["num_warps=3"],
+        )
 
     def test_divisibility_of_a_float(self):
-        self.refused("bad.divisible", lambda k: zerojit.TritonProgram(
-            SIGNATURE, {"BLOCK": 256}, divisible_by_16=("alpha",)), "alpha", ["divisible_by_16"])
+        self.refused(
+            "bad.divisible",
+            lambda k: zerojit.TritonProgram(SIGNATURE, {"BLOCK": 256}, divisible_by_16=("alpha",)),
+            "alpha",
+            ["divisible_by_16"],
+        )
 
     def test_a_runtime_constant_that_is_not_an_integer_or_none(self):
         signature = {k: v for k, v in SIGNATURE.items() if k != "alpha"}
-        self.refused("bad.constant", lambda k: zerojit.TritonProgram(
-            signature, {"BLOCK": 256, "alpha": 0.5}), "alpha", ["None or an integer"])
+        self.refused(
+            "bad.constant",
+            lambda k: zerojit.TritonProgram(signature, {"BLOCK": 256, "alpha": 0.5}),
+            "alpha",
+            ["None or an integer"],
+        )
 
     def test_owner_definitions_are_checked_when_the_kernel_is_made(self):
         with self.assertRaises(zerojit.InvalidArgument) as caught:
@@ -336,8 +418,9 @@ class CallChecks(unittest.TestCase):
         zerojit.clear_registrations()
         for kernel in (owners.MaskedAdd, owners.IntWidths, owners.MatmulTile):
             zerojit.register(kernel)
-        zerojit.warmup_kernels(cache_dir=cls.cache.name, compile_only=True, jobs=2,
-                               arm_monitor=False)
+        zerojit.warmup_kernels(
+            cache_dir=cls.cache.name, compile_only=True, jobs=2, arm_monitor=False
+        )
         zerojit.clear_registrations()
 
     @classmethod
@@ -375,8 +458,12 @@ class CallChecks(unittest.TestCase):
     def test_a_parameter_compiled_as_the_constant_one_takes_only_one(self):
         kernel = owners.MatmulTile()
         a, b, c = fake((16, 64), (2, 16, 1)), fake((64, 64), (2, 16, 1)), fake((16, 64))
-        self.refused(kernel, lambda: kernel(a, b, c, 16, 64, 64, 64, 2, 64, 1, 64), "stride_ak",
-                     ["is 2", "constant 1"])
+        self.refused(
+            kernel,
+            lambda: kernel(a, b, c, 16, 64, 64, 64, 2, 64, 1, 64),
+            "stride_ak",
+            ["is 2", "constant 1"],
+        )
 
     def test_a_call_with_the_wrong_number_of_arguments_names_them(self):
         with self.assertRaises(zerojit.InvalidArgument) as caught:
@@ -430,7 +517,9 @@ class Guard(unittest.TestCase):
     """Triton compiles of kernels zerojit does not own, seen by the monitor once armed."""
 
     def test_a_direct_triton_compile_is_refused_in_error_mode_and_counted(self):
-        result = run_python(lang_support.guard_code("""
+        result = run_python(
+            lang_support.guard_code(
+                """
             import triton
             from triton.backends.compiler import GPUTarget
             from triton.compiler import ASTSource
@@ -442,7 +531,12 @@ class Guard(unittest.TestCase):
                                                      "BLOCK_COLS": "constexpr"},
                                    {"BLOCK_COLS": 64})
                 return triton.compile(source, target=GPUTarget("cuda", 90, 32))
-        """, "triton_guard", "triton.foreign"), env={"TRITON_ALWAYS_COMPILE": "1"})
+        """,
+                "triton_guard",
+                "triton.foreign",
+            ),
+            env={"TRITON_ALWAYS_COMPILE": "1"},
+        )
         lang_support.assert_guard_refused(self, result, "row_sum")
 
     def test_the_guard_is_installed_when_triton_is_imported_after_zerojit(self):
@@ -458,8 +552,13 @@ class Tool(unittest.TestCase):
     """`python -m zerojit ... --module M`: the tool over the kernels a module registers."""
 
     def tool(self, *arguments, env=None):
-        return subprocess.run([sys.executable, "-m", "zerojit", *arguments], capture_output=True,
-                              text=True, timeout=900, env=lang_support.environment(env))
+        return subprocess.run(
+            [sys.executable, "-m", "zerojit", *arguments],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            env=lang_support.environment(env),
+        )
 
     def test_keys_and_a_compile_only_pack_for_sm100a(self):
         keys = self.tool("keys", "--module", "triton_registered", "--json")
@@ -467,13 +566,33 @@ class Tool(unittest.TestCase):
         listed = json.loads(keys.stdout)
         self.assertEqual(len(listed["result"]["keys"]), KEYS)
         with tempfile.TemporaryDirectory() as pack:
-            warmup = self.tool("warmup", "--module", "triton_registered", "--compile-only",
-                               "--arch", "sm_100a", "--cache-dir", pack, "--jobs", "2", "--json")
+            warmup = self.tool(
+                "warmup",
+                "--module",
+                "triton_registered",
+                "--compile-only",
+                "--arch",
+                "sm_100a",
+                "--cache-dir",
+                pack,
+                "--jobs",
+                "2",
+                "--json",
+            )
             self.assertEqual(warmup.returncode, 0, warmup.stderr)
             report = json.loads(warmup.stdout)["result"]
             self.assertEqual(report["totals"]["compiled"], KEYS)
-            again = self.tool("warmup", "--module", "triton_registered", "--compile-only",
-                              "--arch", "sm_100a", "--cache-dir", pack, "--json")
+            again = self.tool(
+                "warmup",
+                "--module",
+                "triton_registered",
+                "--compile-only",
+                "--arch",
+                "sm_100a",
+                "--cache-dir",
+                pack,
+                "--json",
+            )
             self.assertEqual(json.loads(again.stdout)["result"]["totals"]["from_disk"], KEYS)
 
     def test_a_module_that_cannot_be_imported_is_a_usage_error(self):

@@ -25,10 +25,15 @@ import lang_support  # noqa: E402
 torch, HAVE_CUDA = lang_support.torch_with_cuda()
 EXPORTS = os.environ.get("ZEROJIT_TEST_CUTE_EXPORTS", "")
 RUNTIME = os.environ.get("ZEROJIT_CUTE_DSL_RUNTIME", "")
-REASON = ("needs PyTorch with a CUDA device" if not HAVE_CUDA
-          else "needs ZEROJIT_TEST_CUTE_EXPORTS (cute_reference_exports.py)"
-          if not os.path.isdir(EXPORTS)
-          else "needs ZEROJIT_CUTE_DSL_RUNTIME" if not os.path.isfile(RUNTIME) else "")
+REASON = (
+    "needs PyTorch with a CUDA device"
+    if not HAVE_CUDA
+    else "needs ZEROJIT_TEST_CUTE_EXPORTS (cute_reference_exports.py)"
+    if not os.path.isdir(EXPORTS)
+    else "needs ZEROJIT_CUTE_DSL_RUNTIME"
+    if not os.path.isfile(RUNTIME)
+    else ""
+)
 
 if not REASON:
     import cute_test_owners as owners
@@ -41,12 +46,22 @@ class _Runtime:
     def __init__(self, path):
         self.lib = ctypes.CDLL(path)
         self.lib.CuteDSLRT_Module_Create_From_Bytes.argtypes = [
-            ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p,
-            ctypes.c_size_t]
+            ctypes.POINTER(ctypes.c_void_p),
+            ctypes.c_char_p,
+            ctypes.c_size_t,
+            ctypes.c_void_p,
+            ctypes.c_size_t,
+        ]
         self.lib.CuteDSLRT_Module_Get_Function.argtypes = [
-            ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_char_p]
+            ctypes.POINTER(ctypes.c_void_p),
+            ctypes.c_void_p,
+            ctypes.c_char_p,
+        ]
         self.lib.CuteDSLRT_Function_Run.argtypes = [
-            ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
+            ctypes.c_void_p,
+            ctypes.POINTER(ctypes.c_void_p),
+            ctypes.c_size_t,
+        ]
         self.functions = {}
 
     def function(self, prefix):
@@ -54,10 +69,18 @@ class _Runtime:
             with open(os.path.join(EXPORTS, "reference", prefix + ".o"), "rb") as handle:
                 image = handle.read()
             module, function = ctypes.c_void_p(), ctypes.c_void_p()
-            assert self.lib.CuteDSLRT_Module_Create_From_Bytes(
-                ctypes.byref(module), image, len(image), None, 0) == 0
-            assert self.lib.CuteDSLRT_Module_Get_Function(
-                ctypes.byref(function), module, prefix.encode()) == 0
+            assert (
+                self.lib.CuteDSLRT_Module_Create_From_Bytes(
+                    ctypes.byref(module), image, len(image), None, 0
+                )
+                == 0
+            )
+            assert (
+                self.lib.CuteDSLRT_Module_Get_Function(
+                    ctypes.byref(function), module, prefix.encode()
+                )
+                == 0
+            )
             self.functions[prefix] = (module, function)  # the module lives as long as this
         return self.functions[prefix][1]
 
@@ -71,15 +94,19 @@ class _Runtime:
                 value = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
             else:
                 spec, value = key["arguments"][name], next(given)
-                value = (self.tensor_struct(spec, value) if spec["kind"] == "tensor"
-                         else ctypes.c_float(value))
+                value = (
+                    self.tensor_struct(spec, value)
+                    if spec["kind"] == "tensor"
+                    else ctypes.c_float(value)
+                )
             keep.append(value)
             pointers.append(ctypes.cast(ctypes.pointer(value), ctypes.c_void_p))
         status = ctypes.c_int32(0)
         pointers.append(ctypes.cast(ctypes.pointer(status), ctypes.c_void_p))
         array = (ctypes.c_void_p * len(pointers))(*pointers)
-        assert self.lib.CuteDSLRT_Function_Run(self.function(key["prefix"]), array,
-                                               len(pointers)) == 0
+        assert (
+            self.lib.CuteDSLRT_Function_Run(self.function(key["prefix"]), array, len(pointers)) == 0
+        )
         assert status.value == 0
 
     @staticmethod
@@ -109,8 +136,7 @@ class FromAPack(unittest.TestCase):
         os.chmod(cls.root, 0o700)
         zerojit.clear_registrations()
         owners.register_all()
-        cls.report = zerojit.warmup_kernels(cache_dir=os.path.join(cls.root, "pack"),
-                                            monitor="off")
+        cls.report = zerojit.warmup_kernels(cache_dir=os.path.join(cls.root, "pack"), monitor="off")
         with open(os.path.join(EXPORTS, "reference", "keys.json")) as handle:
             cls.keys = {(k["kernel"], k["key"]): k for k in json.load(handle)}
         cls.runtime = _Runtime(RUNTIME)
@@ -133,8 +159,9 @@ class FromAPack(unittest.TestCase):
         torch.cuda.synchronize()
         for a, b in zip(ours, theirs):
             self.assertFalse(torch.isnan(a.float()).any(), "an output element was never written")
-            self.assertTrue(torch.equal(a, b),
-                            f"{kernel.name} [{key}] differs from the direct call")
+            self.assertTrue(
+                torch.equal(a, b), f"{kernel.name} [{key}] differs from the direct call"
+            )
 
     def test_scaled_add(self):
         for dtype, name, n in ((torch.float32, "f32", 4096), (torch.bfloat16, "bf16", 1000)):
@@ -186,12 +213,15 @@ class FromAPack(unittest.TestCase):
 
     def test_another_process_starts_with_zero_compiles(self):
         pack = os.path.join(self.root, "pack")
-        result = lang_support.run_python("cute_test_owners", f"""
+        result = lang_support.run_python(
+            "cute_test_owners",
+            f"""
             owners.register_all()
             report = zerojit.warmup_kernels(cache_dir={pack!r}, monitor="error")
             compiles = sum(zerojit.monitor.counters()[k.name]["compiles"] for k in owners.KERNELS)
             print(json.dumps({{"totals": report["totals"], "compiles": compiles}}))
-        """)
+        """,
+        )
         self.assertEqual(result["compiles"], 0)
         self.assertEqual(result["totals"]["from_disk"], result["totals"]["keys"])
 

@@ -24,8 +24,13 @@ import lang_support  # noqa: E402
 
 torch, HAVE_CUDA = lang_support.torch_with_cuda()
 HAVE_TRITON = importlib.util.find_spec("triton") is not None
-REASON = ("needs PyTorch with a CUDA device" if not HAVE_CUDA
-          else "needs Triton" if not HAVE_TRITON else "")
+REASON = (
+    "needs PyTorch with a CUDA device"
+    if not HAVE_CUDA
+    else "needs Triton"
+    if not HAVE_TRITON
+    else ""
+)
 
 if HAVE_CUDA and HAVE_TRITON:
     import triton
@@ -41,7 +46,7 @@ def guarded(count, dtype, poison):
     """An output of `count` elements inside a buffer whose GUARD elements on both sides hold
     `poison` too; returns (buffer, output view)."""
     buffer = torch.full((count + 2 * GUARD,), poison, dtype=dtype, device="cuda")
-    return buffer, buffer[GUARD:GUARD + count]
+    return buffer, buffer[GUARD : GUARD + count]
 
 
 def poison_of(dtype):
@@ -67,17 +72,20 @@ class AgainstTriton(unittest.TestCase):
 
     def same(self, ours, theirs, buffer_ours, buffer_theirs, poison):
         torch.cuda.synchronize()
-        self.assertTrue(torch.equal(ours.view(torch.uint8) if ours.dtype.itemsize == 1
-                                    else ours, theirs),
-                        f"zerojit and Triton differ: {ours} vs {theirs}")
+        self.assertTrue(
+            torch.equal(ours.view(torch.uint8) if ours.dtype.itemsize == 1 else ours, theirs),
+            f"zerojit and Triton differ: {ours} vs {theirs}",
+        )
         for buffer in (buffer_ours, buffer_theirs):
             for edge in (buffer[:GUARD], buffer[-GUARD:]):
                 if poison != poison:  # NaN
                     self.assertTrue(torch.isnan(edge).all(), "a byte outside the output changed")
                 else:
                     self.assertTrue((edge == poison).all(), "a byte outside the output changed")
-        self.assertFalse(torch.isnan(ours.float()).any() if ours.is_floating_point() else False,
-                         "an output element was never written")
+        self.assertFalse(
+            torch.isnan(ours.float()).any() if ours.is_floating_point() else False,
+            "an output element was never written",
+        )
 
     def test_masked_add(self):
         for dtype in (torch.float32, torch.float16, torch.bfloat16):
@@ -91,7 +99,8 @@ class AgainstTriton(unittest.TestCase):
                 owners.MaskedAdd()(x, y, ours, n, alpha)
                 key = owners.MaskedAdd().dispatch(zerojit.TensorDesc.of(x), n)
                 kernels.masked_add[(triton.cdiv(n, key.block),)](
-                    x, y, theirs, n, alpha, BLOCK=key.block, num_warps=key.num_warps)
+                    x, y, theirs, n, alpha, BLOCK=key.block, num_warps=key.num_warps
+                )
                 self.same(ours, theirs, buffer_a, buffer_b, poison)
 
     def test_row_sum(self):
@@ -102,8 +111,14 @@ class AgainstTriton(unittest.TestCase):
                 buffer_b, theirs = guarded(rows, torch.float32, float("nan"))
                 owners.RowSum()(x, ours, cols, x.stride(0))
                 key = owners.RowSum().dispatch(zerojit.TensorDesc.of(x), cols, x.stride(0))
-                kernels.row_sum[(rows,)](x, theirs, cols, x.stride(0), BLOCK_COLS=key.block_cols,
-                                         num_warps=4 if key.block_cols >= 512 else 1)
+                kernels.row_sum[(rows,)](
+                    x,
+                    theirs,
+                    cols,
+                    x.stride(0),
+                    BLOCK_COLS=key.block_cols,
+                    num_warps=4 if key.block_cols >= 512 else 1,
+                )
                 self.same(ours, theirs, buffer_a, buffer_b, float("nan"))
 
     def test_matmul_tile(self):
@@ -118,10 +133,24 @@ class AgainstTriton(unittest.TestCase):
                 owners.MatmulTile()(a, b, ours, m, n, k, a.stride(0), 1, b.stride(0), 1, n)
                 key = owners.MatmulTile().dispatch(zerojit.TensorDesc.of(a), m)
                 grid = (triton.cdiv(m, key.block_m), triton.cdiv(n, key.block_n))
-                kernels.matmul_tile[grid](a, b, theirs, m, n, k, a.stride(0), 1, b.stride(0), 1,
-                                          n, BLOCK_M=key.block_m, BLOCK_N=key.block_n,
-                                          BLOCK_K=key.block_k, num_warps=key.num_warps,
-                                          num_stages=key.num_stages)
+                kernels.matmul_tile[grid](
+                    a,
+                    b,
+                    theirs,
+                    m,
+                    n,
+                    k,
+                    a.stride(0),
+                    1,
+                    b.stride(0),
+                    1,
+                    n,
+                    BLOCK_M=key.block_m,
+                    BLOCK_N=key.block_n,
+                    BLOCK_K=key.block_k,
+                    num_warps=key.num_warps,
+                    num_stages=key.num_stages,
+                )
                 self.same(ours, theirs, buffer_a, buffer_b, float("nan"))
 
     def test_int_widths_in_every_class(self):
@@ -131,8 +160,9 @@ class AgainstTriton(unittest.TestCase):
             buffer_a, ours = guarded(n16, torch.int64, -7777)
             buffer_b, theirs = guarded(n16, torch.int64, -7777)
             owners.IntWidths()(ours, base, 3, salt, n16)
-            kernels.int_widths[(triton.cdiv(n16, 256),)](theirs, base, 3, salt, n16, BLOCK=256,
-                                                         num_warps=2)
+            kernels.int_widths[(triton.cdiv(n16, 256),)](
+                theirs, base, 3, salt, n16, BLOCK=256, num_warps=2
+            )
             self.same(ours, theirs, buffer_a, buffer_b, -7777)
 
     def test_pdl_scale_after_a_producer(self):
@@ -143,8 +173,9 @@ class AgainstTriton(unittest.TestCase):
             buffer_b, theirs = guarded(n, torch.float32, float("nan"))
             x.mul_(3.0)  # the producer: pdl_scale must wait for it before reading x
             owners.PdlScale()(x, ours, n, 0.5)
-            kernels.pdl_scale[(triton.cdiv(n, 512),)](x, theirs, n, 0.5, BLOCK=512, num_warps=4,
-                                                      launch_pdl=True)
+            kernels.pdl_scale[(triton.cdiv(n, 512),)](
+                x, theirs, n, 0.5, BLOCK=512, num_warps=4, launch_pdl=True
+            )
             self.same(ours, theirs, buffer_a, buffer_b, float("nan"))
 
     def test_warmed_kernels_replay_in_a_cuda_graph(self):
@@ -167,8 +198,7 @@ class AgainstTriton(unittest.TestCase):
         graph.replay()
         torch.cuda.synchronize()
         self.assertTrue(torch.equal(eager, captured))
-        self.assertEqual(zerojit.monitor.counters()["tests.triton.masked_add"]["compiles"],
-                         before)
+        self.assertEqual(zerojit.monitor.counters()["tests.triton.masked_add"]["compiles"], before)
 
 
 @unittest.skipIf(REASON, REASON)
@@ -178,10 +208,16 @@ class Subprocesses(unittest.TestCase):
     def run_python(self, code, env=None):
         environment = dict(os.environ)
         environment["PYTHONPATH"] = os.pathsep.join(
-            [TESTS, *[p for p in environment.get("PYTHONPATH", "").split(os.pathsep) if p]])
+            [TESTS, *[p for p in environment.get("PYTHONPATH", "").split(os.pathsep) if p]]
+        )
         environment.update(env or {})
-        done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                              text=True, timeout=900, env=environment)
+        done = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(code)],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            env=environment,
+        )
         self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
         return json.loads(done.stdout.strip().splitlines()[-1])
 

@@ -18,7 +18,8 @@ def environment(env=None):
     """This environment with the tests' folder first on PYTHONPATH, and `env` on top."""
     out = dict(os.environ)
     out["PYTHONPATH"] = os.pathsep.join(
-        [TESTS, *[p for p in out.get("PYTHONPATH", "").split(os.pathsep) if p]])
+        [TESTS, *[p for p in out.get("PYTHONPATH", "").split(os.pathsep) if p]]
+    )
     out.update(env or {})
     return out
 
@@ -27,12 +28,17 @@ def run_python(owners, code, env=None, timeout=900):
     """`code` in a fresh interpreter where `owners` (a module name) is imported as `owners`; its
     result is the JSON document it prints last."""
     prelude = f"import json, sys, zerojit, {owners} as owners\n"
-    done = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)],
-                          capture_output=True, text=True, timeout=timeout,
-                          env=environment(env))
+    done = subprocess.run(
+        [sys.executable, "-c", prelude + textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=environment(env),
+    )
     if done.returncode != 0:
-        raise AssertionError(f"subprocess failed ({done.returncode}):\n{done.stdout}\n"
-                             f"{done.stderr}")
+        raise AssertionError(
+            f"subprocess failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
+        )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -47,8 +53,10 @@ print(json.dumps({"totals": report["totals"], "compiles": compiled, "keys": repo
 
 def warmup_code(compiler, cache, arch, jobs=2, prelude=""):
     """A compile-only warmup of every kernel of `owners` into `cache`, for run_python."""
-    return (prelude + f"CACHE, ARCH, JOBS, COMPILER = {cache!r}, {arch!r}, {jobs}, "
-            f"{compiler!r}\n" + WARMUP)
+    return (
+        prelude + f"CACHE, ARCH, JOBS, COMPILER = {cache!r}, {arch!r}, {jobs}, "
+        f"{compiler!r}\n" + WARMUP
+    )
 
 
 GUARD = """
@@ -73,8 +81,9 @@ def guard_code(define_compile, guard, counter):
     does not own) run before warmup, refused once the monitor is armed in error mode, and let
     through with the guard (zerojit.monitor.<guard>) off; prints what was refused and the
     guard's counters."""
-    return (textwrap.dedent(define_compile) + f"COUNTER = {counter!r}\n"
-            + GUARD.replace("GUARD", guard))
+    return (
+        textwrap.dedent(define_compile) + f"COUNTER = {counter!r}\n" + GUARD.replace("GUARD", guard)
+    )
 
 
 def assert_guard_refused(test, result, function):
@@ -100,9 +109,21 @@ def redis_server():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
-                               "--save", "", "--appendonly", "no"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 30
         while True:

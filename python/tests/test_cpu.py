@@ -79,8 +79,9 @@ class EnvironmentFlagTest(unittest.TestCase):
 
     def run_python(self, code, **environment):
         env = dict(os.environ, **environment)
-        return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                              text=True, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+        )
 
     def test_words_and_defaults(self):
         from zerojit import _environment
@@ -110,8 +111,9 @@ class EnvironmentFlagTest(unittest.TestCase):
         code = "import zerojit; zerojit.nvrtc_available()"
         prefix = "zerojit environment: warning: ignoring ZEROJIT_NVRTC_DISABLE=maybe"
         for off in ("0", "off", "False", ""):
-            result = self.run_python(code, ZEROJIT_PYTHON_LOGGING=off,
-                                     ZEROJIT_NVRTC_DISABLE="maybe")
+            result = self.run_python(
+                code, ZEROJIT_PYTHON_LOGGING=off, ZEROJIT_NVRTC_DISABLE="maybe"
+            )
             self.assertEqual(result.returncode, 0, result.stderr)
             self.assertIn(prefix, result.stderr, off)
         bridged = self.run_python(code, ZEROJIT_PYTHON_LOGGING="yes", ZEROJIT_NVRTC_DISABLE="maybe")
@@ -242,9 +244,7 @@ class CompileOnlyWarmupTest(unittest.TestCase):
         shutil.rmtree(self.cache_dir, ignore_errors=True)
 
     def test_warmup_compiles_the_manifest_and_the_cache_manages_it(self):
-        report = zerojit.warmup(
-            compile_only=True, cache_dir=self.cache_dir, jobs=2, monitor="warn"
-        )
+        report = zerojit.warmup(compile_only=True, cache_dir=self.cache_dir, jobs=2, monitor="warn")
         self.assertTrue(report["ok"], report)
         self.assertEqual(report["totals"]["keys"], DEFAULT_KEYS)
         self.assertEqual(report["totals"]["failed"], 0)
@@ -282,7 +282,10 @@ class CompileOnlyWarmupTest(unittest.TestCase):
     def test_warmup_in_worker_processes(self):
         # Targets no other test compiles for, so that the keys are not in memory already.
         report = zerojit.warmup(
-            compile_only=True, cache_dir=self.cache_dir, jobs=2, arch="sm_103a",
+            compile_only=True,
+            cache_dir=self.cache_dir,
+            jobs=2,
+            arch="sm_103a",
             compile_processes=True,
         )
         self.assertTrue(report["ok"], report)
@@ -327,8 +330,7 @@ class MonitorTest(unittest.TestCase):
         self.assertEqual(len(counters), 9)
         self.assertEqual(
             set(counters["dsv4.dcp_pack"]),
-            {"hits", "misses", "compiles", "compile_seconds", "disk_loads", "loads",
-             "runtime_jit"},
+            {"hits", "misses", "compiles", "compile_seconds", "disk_loads", "loads", "runtime_jit"},
         )
         zerojit.monitor.reset_events()
         self.assertEqual(zerojit.monitor.events(), [])
@@ -353,8 +355,10 @@ class DLPackTest(unittest.TestCase):
                 self.assertTrue(capsule_name(capsule).startswith("used_dltensor"))
 
     def test_cpu_tensors_are_imported_then_refused_by_validation(self):
-        for factory, name in ((VersionedProducer, "used_dltensor_versioned"),
-                              (LegacyProducer, "used_dltensor")):
+        for factory, name in (
+            (VersionedProducer, "used_dltensor_versioned"),
+            (LegacyProducer, "used_dltensor"),
+        ):
             logits, topk, packed = dcp_arguments(factory)
             with self.assertRaises(zerojit.InvalidArgument) as raised:
                 zerojit.pack_dcp_topk_candidates(logits, topk, packed, 0, 2, 1)
@@ -419,11 +423,13 @@ class DLPackTest(unittest.TestCase):
             def __dlpack_device__(self):
                 return "cpu"
 
-        with self.assertRaisesRegex(zerojit.InvalidArgument,
-                                    r"'logits'.*__dlpack__\(\) that returned NoneType"):
+        with self.assertRaisesRegex(
+            zerojit.InvalidArgument, r"'logits'.*__dlpack__\(\) that returned NoneType"
+        ):
             zerojit.pack_dcp_topk_candidates(NoCapsule((2, 100)), topk, packed, 0, 2, 1)
-        with self.assertRaisesRegex(zerojit.InvalidArgument,
-                                    r"'logits'.*__dlpack_device__\(\) that returned str"):
+        with self.assertRaisesRegex(
+            zerojit.InvalidArgument, r"'logits'.*__dlpack_device__\(\) that returned str"
+        ):
             zerojit.pack_dcp_topk_candidates(OddDevice((2, 100)), topk, packed, 0, 2, 1)
 
     def test_a_capsule_is_consumed_once(self):
@@ -461,8 +467,10 @@ class NumpyErrorMappingTest(unittest.TestCase):
             zerojit.pack_dcp_topk_candidates(
                 numpy.zeros((3, 50), f32), numpy.zeros((3, 512), i32), None, 0, 2, 1
             )
-        self.assertIn("dsv4.dcp_pack: argument 'topk_indices': must be on a CUDA device",
-                      str(raised.exception))
+        self.assertIn(
+            "dsv4.dcp_pack: argument 'topk_indices': must be on a CUDA device",
+            str(raised.exception),
+        )
         with self.assertRaises(ValueError) as raised:
             zerojit.sparse_attn_compress_c128(
                 numpy.zeros((2, 8, 1024), f32),
@@ -475,8 +483,9 @@ class NumpyErrorMappingTest(unittest.TestCase):
         self.assertEqual(raised.exception.kernel, "dsv4.c128_compress")
         self.assertIn("must be on a CUDA device", str(raised.exception))
         # numpy has no bfloat16: a uint16 query is refused on its dtype first.
-        with self.assertRaisesRegex(zerojit.InvalidArgument,
-                                    r"dsv4.indexer_q_fp8: argument 'q': dtype must be bf16"):
+        with self.assertRaisesRegex(
+            zerojit.InvalidArgument, r"dsv4.indexer_q_fp8: argument 'q': dtype must be bf16"
+        ):
             zerojit.fused_indexer_q_rope_quant(
                 numpy.zeros(tokens, i64),
                 numpy.zeros((tokens, 64, 128), numpy.uint16),
@@ -487,13 +496,29 @@ class NumpyErrorMappingTest(unittest.TestCase):
             )
         with self.assertRaisesRegex(zerojit.InvalidArgument, "dsv4.indexer_q_mxfp4: argument 'q'"):
             zerojit.fused_indexer_q_rope_quant(
-                numpy.zeros(tokens, i64), numpy.zeros((tokens, 64), f32), None, None, 1.0, 1.0,
+                numpy.zeros(tokens, i64),
+                numpy.zeros((tokens, 64), f32),
+                None,
+                None,
+                1.0,
+                1.0,
                 use_fp4=True,
             )
         with self.assertRaisesRegex(zerojit.InvalidArgument, "compress_ratio"):
             zerojit.compress_norm_rope_store(
-                None, 0, None, numpy.zeros(1, i64), None, None, 8, 512, None, None, None,
-                compress_ratio=16, rms_norm_weight=numpy.zeros(512, f32),
+                None,
+                0,
+                None,
+                numpy.zeros(1, i64),
+                None,
+                None,
+                8,
+                512,
+                None,
+                None,
+                None,
+                compress_ratio=16,
+                rms_norm_weight=numpy.zeros(512, f32),
             )
 
     def test_failing_calls_leave_the_callers_references(self):
@@ -506,15 +531,18 @@ class NumpyErrorMappingTest(unittest.TestCase):
         before = sys.getrefcount(packed)
         for _ in range(10):
             with self.assertRaises(zerojit.InvalidArgument):  # 1-D topk: fails sizing the output
-                zerojit.pack_dcp_topk_candidates(logits, numpy.zeros(512, numpy.int32), packed,
-                                                 0, 2, 1)
+                zerojit.pack_dcp_topk_candidates(
+                    logits, numpy.zeros(512, numpy.int32), packed, 0, 2, 1
+                )
             with self.assertRaises(zerojit.InvalidArgument):  # host tensors: fails validating
-                zerojit.pack_dcp_topk_candidates(logits, numpy.zeros((3, 512), numpy.int32),
-                                                 packed, 0, 2, 1)
+                zerojit.pack_dcp_topk_candidates(
+                    logits, numpy.zeros((3, 512), numpy.int32), packed, 0, 2, 1
+                )
         self.assertEqual(sys.getrefcount(packed), before)
         with self.assertRaisesRegex(zerojit.InvalidArgument, "dcp_world_size.*int32"):
-            zerojit.pack_dcp_topk_candidates(logits, numpy.zeros((3, 512), numpy.int32), packed,
-                                             0, 2**32 + 2, 1)
+            zerojit.pack_dcp_topk_candidates(
+                logits, numpy.zeros((3, 512), numpy.int32), packed, 0, 2**32 + 2, 1
+            )
 
     def test_fast_path_flags_must_be_bools(self):
         # A truthy "False" must not read as True.
@@ -523,8 +551,9 @@ class NumpyErrorMappingTest(unittest.TestCase):
         args = [None] * 17
         args[9] = numpy.zeros((2, 64, 584), numpy.uint8)  # k_cache, read first
         args[14] = "False"
-        with self.assertRaisesRegex(zerojit.InvalidArgument,
-                                    "'store_full_kv'.*must be True, False or None, got str"):
+        with self.assertRaisesRegex(
+            zerojit.InvalidArgument, "'store_full_kv'.*must be True, False or None, got str"
+        ):
             _core.fast.c4_store(*args)
 
     def test_outputs_are_allocated_like_numpy_inputs(self):
@@ -587,17 +616,25 @@ class NumpyReferenceTest(unittest.TestCase):
         k_cache = VersionedProducer((2, 64, 584), dtype=(KDL_UINT, 8, 1))
         out = VersionedProducer((1, 4, 512), dtype=(KDL_BFLOAT, 16, 1))
         block_table = numpy.array([[10**8]], numpy.int32)
-        with self.assertRaisesRegex(zerojit.InvalidArgument,
-                                    r"'block_table'.*100000000.*the pages of k_cache \(2\)"):
+        with self.assertRaisesRegex(
+            zerojit.InvalidArgument, r"'block_table'.*100000000.*the pages of k_cache \(2\)"
+        ):
             zerojit.reference.dequantize_and_gather_k_cache(
-                out, k_cache, numpy.array([4], numpy.int32), None, block_table, 64, 0)
+                out, k_cache, numpy.array([4], numpy.int32), None, block_table, 64, 0
+            )
         state = numpy.zeros((16, 8, 1024), numpy.float32)
         table = numpy.arange(16, dtype=numpy.int32).reshape(1, 16)
         table[0, 3] = 16
         with self.assertRaisesRegex(zerojit.InvalidArgument, r"'block_table'.*state_cache"):
             zerojit.reference.sparse_attn_compress_c128(
-                state, numpy.zeros(2, numpy.int32), numpy.array([126, 127], numpy.int64),
-                numpy.array([5, 6], numpy.int64), table, 8, numpy.zeros((2, 512), numpy.float32))
+                state,
+                numpy.zeros(2, numpy.int32),
+                numpy.array([126, 127], numpy.int64),
+                numpy.array([5, 6], numpy.int64),
+                table,
+                8,
+                numpy.zeros((2, 512), numpy.float32),
+            )
 
     def test_references_refuse_device_tensors(self):
         cuda_logits = VersionedProducer((2, 8), (KDL_FLOAT, 32, 1), device=(KDL_CUDA, 0))

@@ -49,8 +49,11 @@ class ScaleAddTwin(zerojit.Kernel):
         return ScaleAddKey(x.dtype, 4 if x.shape[0] % 4 == 0 else 1)
 
     def program(self, key):
-        return Program.from_file(os.path.join(KERNELS, "examples/scale_add/scale_add.cu"),
-                                 "zj::examples::scale_add_kernel", root=KERNELS)
+        return Program.from_file(
+            os.path.join(KERNELS, "examples/scale_add/scale_add.cu"),
+            "zj::examples::scale_add_kernel",
+            root=KERNELS,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,8 +73,13 @@ class MacroKernel(zerojit.Kernel):
         return MacroKey(128, x.alignment >= 16, "plus", x.dtype)
 
     def program(self, key):
-        return Program(source="extern \"C\" __global__ void k(float* x, long long n) {}",
-                       function="k", key_as="macros", macro_prefix="T_", options=("-lineinfo",))
+        return Program(
+            source='extern "C" __global__ void k(float* x, long long n) {}',
+            function="k",
+            key_as="macros",
+            macro_prefix="T_",
+            options=("-lineinfo",),
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,8 +97,9 @@ class TwoNamesKernel(zerojit.Kernel):
         return TwoNamesKey("x", "y")
 
     def program(self, key):
-        return Program(source="extern \"C\" __global__ void k(float* x) {}", function="k",
-                       key_as="macros")
+        return Program(
+            source='extern "C" __global__ void k(float* x) {}', function="k", key_as="macros"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,8 +119,9 @@ class BrokenKernel(zerojit.Kernel):
 
     def program(self, key):
         body = "x[0] = 1.0f;" if key.variant == 0 else "this is not C++;"
-        return Program(source=f"template <int V> __global__ void k(float* x) {{ {body} }}",
-                       function="k")
+        return Program(
+            source=f"template <int V> __global__ void k(float* x) {{ {body} }}", function="k"
+        )
 
     def warmup_space(self):
         return Space(lambda p: (TensorDesc.contiguous(DType.f32, (p["n"],)),)).range("n", 2, 3)
@@ -154,8 +164,10 @@ class KeyTest(unittest.TestCase):
         key = kernel.dispatch(TensorDesc.contiguous(DType.f16, (8,), alignment=16))
         _, name_expression, options, text = kernel._core.program(kernel.slot(key))
         self.assertEqual(name_expression, "k")
-        self.assertEqual(options, ["-DT_BLOCK=128", "-DT_FAST=true", "-DT_OP=plus",
-                                   "-DT_DTYPE=zj::f16_t", "-lineinfo"])
+        self.assertEqual(
+            options,
+            ["-DT_BLOCK=128", "-DT_FAST=true", "-DT_OP=plus", "-DT_DTYPE=zj::f16_t", "-lineinfo"],
+        )
         self.assertEqual(text, "block=128, fast=true, op=plus, dtype=f16")
 
     def test_dispatch_from_descriptors(self):
@@ -250,11 +262,16 @@ class IdentityTest(unittest.TestCase):
             with self.subTest(dtype=dtype, width=width):
                 self.assertEqual(
                     twin.identity(ScaleAddKey(dtype, width), "sm_90a"),
-                    zerojit._core.scale_add_identity(dtype.value, width, "sm_90a"))
-        self.assertNotEqual(twin.identity(ScaleAddKey(DType.f32, 4), "sm_90a"),
-                            zerojit._core.scale_add_identity("f32", 1, "sm_90a"))
-        self.assertNotEqual(twin.identity(ScaleAddKey(DType.f32, 4), "sm_100a"),
-                            zerojit._core.scale_add_identity("f32", 4, "sm_90a"))
+                    zerojit._core.scale_add_identity(dtype.value, width, "sm_90a"),
+                )
+        self.assertNotEqual(
+            twin.identity(ScaleAddKey(DType.f32, 4), "sm_90a"),
+            zerojit._core.scale_add_identity("f32", 1, "sm_90a"),
+        )
+        self.assertNotEqual(
+            twin.identity(ScaleAddKey(DType.f32, 4), "sm_100a"),
+            zerojit._core.scale_add_identity("f32", 4, "sm_90a"),
+        )
 
 
 class SpaceTest(unittest.TestCase):
@@ -265,27 +282,43 @@ class SpaceTest(unittest.TestCase):
     def test_advance_covers_last(self):
         points = Space().advance("n", 1, 100).points()
         self.assertEqual([p["n"] for p in points], [1, 2, 4, 8, 16, 32, 64, 100])
-        with self.assertRaisesRegex(zerojit.Error,
-                                    "advance from 3 gave 3, which does not increase"):
+        with self.assertRaisesRegex(
+            zerojit.Error, "advance from 3 gave 3, which does not increase"
+        ):
             Space().advance("n", 3, 10, lambda v: v)
 
     def test_zip_and_filter(self):
-        space = (Space().zip(("block", "gather"), [(16, True), (64, False)])
-                 .choices("d", [1, 2]).filter("small", lambda p: p["block"] * p["d"] < 100))
-        self.assertEqual(space.points(), [{"block": 16, "gather": True, "d": 1},
-                                          {"block": 16, "gather": True, "d": 2},
-                                          {"block": 64, "gather": False, "d": 1}])
+        space = (
+            Space()
+            .zip(("block", "gather"), [(16, True), (64, False)])
+            .choices("d", [1, 2])
+            .filter("small", lambda p: p["block"] * p["d"] < 100)
+        )
+        self.assertEqual(
+            space.points(),
+            [
+                {"block": 16, "gather": True, "d": 1},
+                {"block": 16, "gather": True, "d": 2},
+                {"block": 64, "gather": False, "d": 1},
+            ],
+        )
         with self.assertRaisesRegex(zerojit.Error, r"block\+gather: row 1 .* must hold 2"):
             Space().zip(("block", "gather"), [(1, 2), (3,)])
         with self.assertRaisesRegex(zerojit.Error, "axis 'd' is defined twice"):
             Space().choices("d", [1]).range("d", 1, 2)
 
     def test_expand_dedups_and_reports_dead_axes(self):
-        space = (Space().choices("dtype", ["f32", "bf16"]).range("batch", 1, 4)
-                 .advance("n", 1, 64).filter("drop", lambda p: p["batch"] != 2))
+        space = (
+            Space()
+            .choices("dtype", ["f32", "bf16"])
+            .range("batch", 1, 4)
+            .advance("n", 1, 64)
+            .filter("drop", lambda p: p["batch"] != 2)
+        )
         expansion = space.expand(lambda p: (p["dtype"], p["n"] % 4 == 0))
-        self.assertEqual(expansion.keys, [("f32", False), ("f32", True), ("bf16", False),
-                                          ("bf16", True)])
+        self.assertEqual(
+            expansion.keys, [("f32", False), ("f32", True), ("bf16", False), ("bf16", True)]
+        )
         self.assertEqual(expansion.dead_axes, ["batch"])
         self.assertEqual((expansion.points, expansion.filtered_out), (2 * 4 * 7, 2 * 7))
 
@@ -297,15 +330,18 @@ class SpaceTest(unittest.TestCase):
             space.points()
         # An iterator that never ends is read up to the bound and refused, not read forever.
         import itertools
+
         with self.assertRaisesRegex(zerojit.Error, "axis 'n' has more than 10 values"):
             Space().bound(10).choices("n", itertools.count())
 
     def test_dispatch_rejection_names_the_point_and_kernel(self):
         kernel = user_kernel.Axpby()
         space = Space(lambda p: [TensorDesc.contiguous(p["dtype"], (8,))] * 3).choices(
-            "dtype", [DType.f32, DType.f64])
-        with self.assertRaisesRegex(zerojit.Error,
-                                    r"user.axpby: .*point \{dtype=f64\} was rejected by dispatch"):
+            "dtype", [DType.f32, DType.f64]
+        )
+        with self.assertRaisesRegex(
+            zerojit.Error, r"user.axpby: .*point \{dtype=f64\} was rejected by dispatch"
+        ):
             kernel.expand(space)
 
     def test_an_interrupt_in_dispatch_is_raised_as_itself(self):
@@ -352,9 +388,15 @@ class WarmupTest(unittest.TestCase):
         zerojit.register(user_kernel.Axpby())  # the same registration: kept once
         self.assertEqual(len(zerojit.registrations()), 1)
         manifest = zerojit.kernel_manifest()
-        self.assertEqual([e["text"] for e in manifest["entries"]],
-                         ["dtype=bf16, vector_width=1", "dtype=bf16, vector_width=8",
-                          "dtype=f32, vector_width=1", "dtype=f32, vector_width=4"])
+        self.assertEqual(
+            [e["text"] for e in manifest["entries"]],
+            [
+                "dtype=bf16, vector_width=1",
+                "dtype=bf16, vector_width=8",
+                "dtype=f32, vector_width=1",
+                "dtype=f32, vector_width=4",
+            ],
+        )
         done = []
         lock = threading.Lock()
 
@@ -418,12 +460,14 @@ def many_keys_kernel(kernel_name, key_count):
             return VariantKey(x.shape[0])
 
         def program(self, key):
-            return Program(source="template <int V> __global__ void k(float* x) { x[0] = V; }",
-                           function="k")
+            return Program(
+                source="template <int V> __global__ void k(float* x) { x[0] = V; }", function="k"
+            )
 
         def warmup_space(self):
             return Space(lambda p: (TensorDesc.contiguous(DType.f32, (p["n"],)),)).range(
-                "n", 1, key_count)
+                "n", 1, key_count
+            )
 
     return ManyKeys
 
@@ -463,16 +507,24 @@ class WarmupInterruptTest(unittest.TestCase):
     def test_ctrl_c_interrupts_a_warmup_between_keys(self):
         keys = 400
         child = subprocess.Popen(
-            [sys.executable, "-c", (
-                "import sys, test_cpu_kernels as t, zerojit\n"
-                f"zerojit.register(t.many_keys_kernel('test.interrupted_by_signal', {keys}))\n"
-                "def on_key(kernel, key, origin, seconds, error, done, total):\n"
-                "    print(done, flush=True)\n"
-                "zerojit.warmup_kernels(compile_only=True, jobs=1, on_key=on_key)\n"
-                "print('finished', flush=True)\n")],
-            cwd=os.path.dirname(os.path.abspath(__file__)), stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True,
-            env=dict(os.environ, ZEROJIT_CACHE_DIR="off", PYTHONPATH=os.pathsep.join(sys.path)))
+            [
+                sys.executable,
+                "-c",
+                (
+                    "import sys, test_cpu_kernels as t, zerojit\n"
+                    f"zerojit.register(t.many_keys_kernel('test.interrupted_by_signal', {keys}))\n"
+                    "def on_key(kernel, key, origin, seconds, error, done, total):\n"
+                    "    print(done, flush=True)\n"
+                    "zerojit.warmup_kernels(compile_only=True, jobs=1, on_key=on_key)\n"
+                    "print('finished', flush=True)\n"
+                ),
+            ],
+            cwd=os.path.dirname(os.path.abspath(__file__)),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ, ZEROJIT_CACHE_DIR="off", PYTHONPATH=os.pathsep.join(sys.path)),
+        )
         try:
             self.assertEqual(child.stdout.readline().strip(), "1")
             child.send_signal(signal.SIGINT)
@@ -529,8 +581,12 @@ class LaunchErrorTest(unittest.TestCase):
                 return MacroKey(128, True, "plus", x.dtype)
 
             def program(self, key):
-                return Program(source="extern \"C\" __global__ void k(unsigned n, float* x) {}",
-                               function="k", key_as="macros", macro_prefix="T_")
+                return Program(
+                    source='extern "C" __global__ void k(unsigned n, float* x) {}',
+                    function="k",
+                    key_as="macros",
+                    macro_prefix="T_",
+                )
 
         kernel = Unsigned()
         slot = kernel.slot(kernel.dispatch(TensorDesc.contiguous(DType.f32, (4,))))
@@ -555,18 +611,22 @@ class HooksTest(unittest.TestCase):
     def test_log_lines_reach_python_logging_from_any_thread(self):
         with self.assertLogs("zerojit", level="INFO") as logs:
             zerojit._core.log("warning", "test", "from the main thread")
-            worker = threading.Thread(target=zerojit._core.log,
-                                      args=("info", "test", "from a worker"))
+            worker = threading.Thread(
+                target=zerojit._core.log, args=("info", "test", "from a worker")
+            )
             worker.start()
             worker.join()
-        self.assertEqual(logs.output, ["WARNING:zerojit:test: from the main thread",
-                                       "INFO:zerojit:test: from a worker"])
+        self.assertEqual(
+            logs.output,
+            ["WARNING:zerojit:test: from the main thread", "INFO:zerojit:test: from a worker"],
+        )
         self.assertEqual(logs.records[0].zerojit_component, "test")
 
     def test_vllm_monitor_modes(self):
         m = zerojit.hooks.monitor_mode_from_vllm
-        self.assertEqual([m(None), m("off"), m("WARN"), m("error")],
-                         ["off", "off", "warn", "error"])
+        self.assertEqual(
+            [m(None), m("off"), m("WARN"), m("error")], ["off", "off", "warn", "error"]
+        )
         with self.assertRaisesRegex(ValueError, "--jit-monitor-mode='loud'"):
             m("loud")
         zerojit.hooks.configure_from_vllm("error", jit_monitor_verbose=True)
@@ -583,18 +643,25 @@ class HooksTest(unittest.TestCase):
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, *sys.path]))
         env.pop("ZEROJIT_NVRTC_LIBRARY", None)
         code = "import zerojit._nvrtc as n; print(n.configure())"
-        found = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                               text=True, check=True).stdout.strip()
+        found = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        ).stdout.strip()
         self.assertEqual(found, os.path.join(lib, "libnvrtc.so.13"))
         env["ZEROJIT_NVRTC_LIBRARY"] = "/chosen/libnvrtc.so.13"
-        chosen = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                                text=True, check=True).stdout.strip()
+        chosen = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        ).stdout.strip()
         self.assertEqual(chosen, "/chosen/libnvrtc.so.13")
 
     def test_python_m_zerojit_execs_the_tool(self):
         env = dict(os.environ, ZEROJIT_TOOL="/bin/echo", PYTHONPATH=os.pathsep.join(sys.path))
-        out = subprocess.run([sys.executable, "-m", "zerojit", "cache", "list"], env=env,
-                             capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(
+            [sys.executable, "-m", "zerojit", "cache", "list"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         self.assertEqual(out, "cache list\n")
 
     def test_stubs_cover_the_extension(self):
@@ -604,8 +671,12 @@ class HooksTest(unittest.TestCase):
         named = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
         named |= {n.target.id for n in tree.body if isinstance(n, ast.AnnAssign)}
         public = {n for n in dir(zerojit._core) if not n.startswith("_")}
-        errors = {n for n in public if isinstance(getattr(zerojit._core, n), type)
-                  and issubclass(getattr(zerojit._core, n), BaseException)}
+        errors = {
+            n
+            for n in public
+            if isinstance(getattr(zerojit._core, n), type)
+            and issubclass(getattr(zerojit._core, n), BaseException)
+        }
         self.assertEqual(public - errors - named, set())
         self.assertEqual(named - public, set())
         self.assertTrue(os.path.isfile(os.path.join(os.path.dirname(stub), "py.typed")))
@@ -631,8 +702,11 @@ class ModeKernel(zerojit.Kernel):
         return ModeKey(x.dtype, bool(neox))
 
     def program(self, key):
-        return Program(source="extern \"C\" __global__ void k(float* x, bool neox) {}",
-                       function="k", key_as="none")
+        return Program(
+            source='extern "C" __global__ void k(float* x, bool neox) {}',
+            function="k",
+            key_as="none",
+        )
 
     def plan(self, key, x, neox):
         return Launch(grid=1, block=32, args=(x, neox))
@@ -655,9 +729,10 @@ class ScalarsAndDlpackInDispatch(unittest.TestCase):
         desc = ModeKernel.seen[0][0]
         self.assertEqual((desc.dtype, desc.shape, desc.strides), (DType.f32, (4, 8), (8, 1)))
         self.assertEqual(TensorDesc.of(x), desc)
-        self.assertEqual({kernel.key_text(k) for k in (ModeKey(DType.f32, True),
-                                                      ModeKey(DType.f32, False))},
-                         {"dtype=f32, neox=true", "dtype=f32, neox=false"})
+        self.assertEqual(
+            {kernel.key_text(k) for k in (ModeKey(DType.f32, True), ModeKey(DType.f32, False))},
+            {"dtype=f32, neox=true", "dtype=f32, neox=false"},
+        )
 
     def test_an_object_that_is_no_tensor_is_refused_naming_what_a_tensor_is(self):
         with self.assertRaises(TypeError) as caught:

@@ -27,8 +27,9 @@ from fake_dlpack import KDL_INT, HostileProducer, VersionedProducer  # noqa: E40
 
 # The example Python kernel (examples/python/user_kernel.py): what the cache tests warm, also in
 # the child process they start.
-EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples",
-                        "python")
+EXAMPLES = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "python"
+)
 needs_nvrtc = unittest.skipUnless(zerojit.nvrtc_available(), "NVRTC is not available")
 
 
@@ -70,8 +71,12 @@ class IntegerArgumentTest(unittest.TestCase):
                     ranks = [0, 2, 1]
                     ranks[position] = value
                     logits, topk, packed = dcp_arguments()
-                    self.assert_refused(lambda: function(logits, topk, packed, *ranks), argument,
-                                        value, "dsv4.dcp_pack")
+                    self.assert_refused(
+                        lambda: function(logits, topk, packed, *ranks),
+                        argument,
+                        value,
+                        "dsv4.dcp_pack",
+                    )
 
     def test_an_int_from_index_is_taken_and_the_reference_runs_with_it(self):
         class Rank:
@@ -87,41 +92,87 @@ class IntegerArgumentTest(unittest.TestCase):
         cache = VersionedProducer((4, 64, 584), (1, 8, 1))  # uint8
         seq_lens = VersionedProducer((1,), (KDL_INT, 32, 1))
         table = VersionedProducer((1, 4), (KDL_INT, 32, 1))
-        for function in (zerojit.dequantize_and_gather_k_cache,
-                         zerojit.reference.dequantize_and_gather_k_cache):
-            for argument, block_size, offset in (("block_size", 64.0, 0), ("block_size", "64", 0),
-                                                 ("offset", 64, 0.5), ("offset", 64, "0"),
-                                                 ("offset", 64, None)):
+        for function in (
+            zerojit.dequantize_and_gather_k_cache,
+            zerojit.reference.dequantize_and_gather_k_cache,
+        ):
+            for argument, block_size, offset in (
+                ("block_size", 64.0, 0),
+                ("block_size", "64", 0),
+                ("offset", 64, 0.5),
+                ("offset", 64, "0"),
+                ("offset", 64, None),
+            ):
                 self.assert_refused(
                     lambda: function(out, cache, seq_lens, None, table, block_size, offset),
-                    argument, (block_size, offset), "dsv4.dequant_gather")
+                    argument,
+                    (block_size, offset),
+                    "dsv4.dequant_gather",
+                )
         state = VersionedProducer((2, 8, 1024))
-        for argument, value in (("compress_ratio", 4.0), ("head_dim", 512.0),
-                                ("state_width", "1024"), ("num_actual", 1.5)):
-            kwargs = {"compress_ratio": 128 if argument == "num_actual" else 4,
-                      "rms_norm_weight": VersionedProducer((512,))}
-            arguments = [state, 1, None, VersionedProducer((1,), (KDL_INT, 64, 1)), None, None,
-                         8, 1024 if kwargs["compress_ratio"] == 4 else 512, None, None, None]
+        for argument, value in (
+            ("compress_ratio", 4.0),
+            ("head_dim", 512.0),
+            ("state_width", "1024"),
+            ("num_actual", 1.5),
+        ):
+            kwargs = {
+                "compress_ratio": 128 if argument == "num_actual" else 4,
+                "rms_norm_weight": VersionedProducer((512,)),
+            }
+            arguments = [
+                state,
+                1,
+                None,
+                VersionedProducer((1,), (KDL_INT, 64, 1)),
+                None,
+                None,
+                8,
+                1024 if kwargs["compress_ratio"] == 4 else 512,
+                None,
+                None,
+                None,
+            ]
             if argument == "num_actual":
                 arguments[1] = value
             elif argument == "state_width":
                 arguments[7] = value
             else:
                 kwargs[argument] = value
-            self.assert_refused(lambda: zerojit.compress_norm_rope_store(*arguments, **kwargs),
-                                argument, value, "dsv4.compressor")
-
+            self.assert_refused(
+                lambda: zerojit.compress_norm_rope_store(*arguments, **kwargs),
+                argument,
+                value,
+                "dsv4.compressor",
+            )
 
     def test_pdl_kwargs_that_are_not_a_dict_are_refused_by_name(self):
         state = VersionedProducer((2, 8, 1024))
-        arguments = [state, 1, None, VersionedProducer((1,), (KDL_INT, 64, 1)), None, None, 8,
-                     1024, None, None, None]
+        arguments = [
+            state,
+            1,
+            None,
+            VersionedProducer((1,), (KDL_INT, 64, 1)),
+            None,
+            None,
+            8,
+            1024,
+            None,
+            None,
+            None,
+        ]
         for value in (True, "launch_pdl", 1):
             self.assert_refused(
                 lambda: zerojit.compress_norm_rope_store(
-                    *arguments, compress_ratio=4, rms_norm_weight=VersionedProducer((512,)),
-                    pdl_kwargs=value),
-                "pdl_kwargs", value, "dsv4.compressor")
+                    *arguments,
+                    compress_ratio=4,
+                    rms_norm_weight=VersionedProducer((512,)),
+                    pdl_kwargs=value,
+                ),
+                "pdl_kwargs",
+                value,
+                "dsv4.compressor",
+            )
 
 
 class HostileProducerTest(unittest.TestCase):
@@ -142,8 +193,10 @@ class HostileProducerTest(unittest.TestCase):
     )
 
     def test_lying_producers_are_refused_naming_the_argument(self):
-        for function in (zerojit.pack_dcp_topk_candidates,
-                         zerojit.reference.pack_dcp_topk_candidates):
+        for function in (
+            zerojit.pack_dcp_topk_candidates,
+            zerojit.reference.pack_dcp_topk_candidates,
+        ):
             for lie, said in self.LIES:
                 liar = HostileProducer((2, 100), lie)
                 logits, topk, packed = dcp_arguments(liar)
@@ -177,8 +230,14 @@ def warm_example_in_a_child(arguments="", **environment):
         "print(totals['keys'], totals['from_disk'], totals['compiled'], report['ok'])\n"
         "print(zerojit.cache.describe())\n"
     )
-    return subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **environment),
-                          capture_output=True, encoding="utf-8", errors="replace", timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env=dict(os.environ, **environment),
+        capture_output=True,
+        encoding="utf-8",
+        errors="replace",
+        timeout=300,
+    )
 
 
 @needs_nvrtc
@@ -221,16 +280,18 @@ class CacheSurroundingsTest(unittest.TestCase):
         self.assertEqual(self.built.returncode, 0, self.built.stderr)
         keys = self.built.stdout.split()[0]
         served = warm_example_in_a_child(
-            ZEROJIT_CACHE_DIR="off", ZEROJIT_CACHE_READONLY_DIRS=self.pack,
-            ZEROJIT_NVRTC_DISABLE="1", ZEROJIT_CACHE_LOCK_TIMEOUT_S="2m",
-            ZEROJIT_PYTHON_LOGGING="0")
+            ZEROJIT_CACHE_DIR="off",
+            ZEROJIT_CACHE_READONLY_DIRS=self.pack,
+            ZEROJIT_NVRTC_DISABLE="1",
+            ZEROJIT_CACHE_LOCK_TIMEOUT_S="2m",
+            ZEROJIT_PYTHON_LOGGING="0",
+        )
         self.assertEqual(served.returncode, 0, served.stderr)
         lines = served.stdout.splitlines()
         self.assertEqual(lines[0], f"{keys} {keys} 0 True", served.stdout + served.stderr)
         self.assertIn("1 read-only layer", lines[1])
         # The malformed variable is named once, and the others (the layer) still apply.
-        self.assertEqual(served.stderr.count('ZEROJIT_CACHE_LOCK_TIMEOUT_S="2m"'), 1,
-                         served.stderr)
+        self.assertEqual(served.stderr.count('ZEROJIT_CACHE_LOCK_TIMEOUT_S="2m"'), 1, served.stderr)
         self.assertIn("the other cache variables apply", served.stderr)
 
 

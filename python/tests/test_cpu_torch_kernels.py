@@ -24,8 +24,9 @@ requires_torch = unittest.skipIf(torch is None, "needs PyTorch")
 if torch is not None:
 
     @zerojit.torch_op("zerojit_test_cpu::axpby", mutates_args=("out",))
-    def axpby(x: torch.Tensor, y: torch.Tensor, out: torch.Tensor, alpha: float,
-              beta: float) -> None:
+    def axpby(
+        x: torch.Tensor, y: torch.Tensor, out: torch.Tensor, alpha: float, beta: float
+    ) -> None:
         user_kernel.Axpby()(x, y, out, alpha, beta)
 
 

@@ -75,8 +75,7 @@ def ds_mla_pages(num_pages, rows, page_stride, seed):
     data[:, :, 448:] = tail.view(torch.uint8).view(num_pages, rows, 128)
     scale_bytes = rows * DS_MLA_DATA_BYTES
     scales = pages[:, scale_bytes : scale_bytes + rows * 8].view(num_pages, rows, 8)
-    scales[:, :, :7] = torch.randint(118, 136, (num_pages, rows, 7), generator=g,
-                                     dtype=torch.uint8)
+    scales[:, :, :7] = torch.randint(118, 136, (num_pages, rows, 7), generator=g, dtype=torch.uint8)
     scales[:, :, 7] = 0
     return flat
 
@@ -105,8 +104,10 @@ class KernelTestCase(unittest.TestCase):
         self.assertEqual(actual_bits.shape, expected_bits.shape, what)
         if not torch.equal(actual_bits, expected_bits):
             where = (actual_bits != expected_bits).nonzero()[:5].tolist()
-            self.fail(f"{what}: {int((actual_bits != expected_bits).sum())} elements differ, "
-                      f"first at {where}")
+            self.fail(
+                f"{what}: {int((actual_bits != expected_bits).sum())} elements differ, "
+                f"first at {where}"
+            )
 
 
 @requires_torch
@@ -118,8 +119,12 @@ class TorchOnCpuTest(unittest.TestCase):
         q = torch.zeros(4, 64, 128, dtype=torch.bfloat16)
         with self.assertRaises(zerojit.InvalidArgument) as raised:
             zerojit.fused_indexer_q_rope_quant(
-                torch.zeros(4, dtype=torch.int64), q, torch.zeros(16, 64),
-                torch.zeros(4, 64, dtype=torch.bfloat16), SOFTMAX_SCALE, HEAD_SCALE,
+                torch.zeros(4, dtype=torch.int64),
+                q,
+                torch.zeros(16, 64),
+                torch.zeros(4, 64, dtype=torch.bfloat16),
+                SOFTMAX_SCALE,
+                HEAD_SCALE,
             )
         self.assertEqual(raised.exception.argument, "q")
         self.assertIn("must be on a CUDA device", str(raised.exception))
@@ -170,8 +175,13 @@ class TorchOnCpuTest(unittest.TestCase):
         scales[:, 7] = 0
         out = torch.zeros(1, 4, 512, dtype=torch.bfloat16)
         zerojit.reference.dequantize_and_gather_k_cache(
-            out, as_ds_mla_cache(flat, 1, rows, stride), torch.tensor([2], dtype=torch.int32),
-            None, torch.zeros(1, 1, dtype=torch.int32), rows, 1,
+            out,
+            as_ds_mla_cache(flat, 1, rows, stride),
+            torch.tensor([2], dtype=torch.int32),
+            None,
+            torch.zeros(1, 1, dtype=torch.int32),
+            rows,
+            1,
         )
         self.assertTrue(bool((out[0, 1:3, :448] == 2.0).all()))
         self.assertTrue(bool((out[0, 1:3, 448:] == 0.5).all()))
@@ -355,11 +365,17 @@ class C4StoreTest(KernelTestCase):
         kv_slots = self.inputs.kv_slots(rows * pages, seed=8)
         flat = torch.full((pages * stride,), SENTINEL, dtype=torch.uint8)
         flat_gpu = flat.to(self.device)
-        self.call(self.inputs, as_ds_mla_cache(flat_gpu, pages, rows, stride), kv_slots, None,
-                  reference=False)
+        self.call(
+            self.inputs,
+            as_ds_mla_cache(flat_gpu, pages, rows, stride),
+            kv_slots,
+            None,
+            reference=False,
+        )
         torch.cuda.synchronize()
-        written = self.call(self.inputs, as_ds_mla_cache(flat, pages, rows, stride), kv_slots,
-                            None, reference=True)
+        written = self.call(
+            self.inputs, as_ds_mla_cache(flat, pages, rows, stride), kv_slots, None, reference=True
+        )
         self.assertEqual(sorted(written), sorted(int(s) for s in kv_slots if s >= 0))
         self.assertEqual(
             zerojit.reference.compare_ds_mla_rows(flat, flat_gpu.cpu(), stride, rows, written), ""
@@ -381,7 +397,12 @@ class C4StoreTest(KernelTestCase):
                 self.assertEqual(len(written), len(self.inputs.boundary) - 1)
                 self.assertEqual(
                     zerojit.reference.compare_full_rows(
-                        cache, cache_gpu.cpu(), rows * width, width, rows, written,
+                        cache,
+                        cache_gpu.cpu(),
+                        rows * width,
+                        width,
+                        rows,
+                        written,
                         dtype != torch.bfloat16,
                     ),
                     "",
@@ -455,8 +476,9 @@ class C128Test(KernelTestCase):
         flat_gpu = flat.to(self.device)
         self.store(compressed, as_ds_mla_cache(flat_gpu, pages, rows, stride), kv_slots, False)
         torch.cuda.synchronize()
-        written = self.store(compressed.cpu(), as_ds_mla_cache(flat, pages, rows, stride),
-                             kv_slots, True)
+        written = self.store(
+            compressed.cpu(), as_ds_mla_cache(flat, pages, rows, stride), kv_slots, True
+        )
         self.assertEqual(len(written), len(self.inputs.boundary) - 1)
         self.assertEqual(
             zerojit.reference.compare_ds_mla_rows(flat, flat_gpu.cpu(), stride, rows, written), ""
@@ -467,8 +489,9 @@ class C128Test(KernelTestCase):
         torch.cuda.synchronize()
         written = self.store(compressed.cpu(), cache, kv_slots, True)
         self.assertEqual(
-            zerojit.reference.compare_full_rows(cache, cache_gpu.cpu(), rows * 1024, 1024, rows,
-                                                written, False),
+            zerojit.reference.compare_full_rows(
+                cache, cache_gpu.cpu(), rows * 1024, 1024, rows, written, False
+            ),
             "",
         )
 
@@ -493,8 +516,11 @@ class C128Test(KernelTestCase):
             state_gpu.copy_(expected)
         for reference in (False, True):
             move = (lambda t: t) if reference else self.cuda
-            function = (zerojit.reference.compress_norm_rope_store if reference
-                        else zerojit.compress_norm_rope_store)
+            function = (
+                zerojit.reference.compress_norm_rope_store
+                if reference
+                else zerojit.compress_norm_rope_store
+            )
             result = function(
                 inputs.state_cache if reference else state_gpu,
                 len(inputs.positions),
@@ -526,8 +552,9 @@ class DcpPackTest(KernelTestCase):
     def inputs(self, seed, rows=6, columns=3000, topk=512):
         g = generator(seed)
         logits = torch.randn(rows, columns, generator=g)
-        logits[0, :8] = torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0, -0.0,
-                                      1.0, 1.0, 1.0])
+        logits[0, :8] = torch.tensor(
+            [float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 1.0, 1.0, 1.0]
+        )
         indices = torch.randint(0, columns, (rows, topk), generator=g, dtype=torch.int32)
         indices[torch.rand(rows, topk, generator=g) < 0.2] = -1
         indices[:, -3:] = -1
@@ -543,7 +570,11 @@ class DcpPackTest(KernelTestCase):
                     base = torch.zeros(6, 512, 3)
                     base_gpu = base.to(self.device)
                     result = zerojit.pack_dcp_topk_candidates(
-                        *self.cuda(logits, indices), base_gpu[..., :2], rank, 4, 2,
+                        *self.cuda(logits, indices),
+                        base_gpu[..., :2],
+                        rank,
+                        4,
+                        2,
                         self.cuda(starts) if starts is not None else None,
                     )
                     self.assertEqual(result.data_ptr(), base_gpu.data_ptr())
@@ -557,8 +588,9 @@ class DcpPackTest(KernelTestCase):
         # Launched with programmatic dependent launch right after a kernel that rewrites the
         # logits it reads: the reference's bits, on the launch path and through the derived op.
         logits, indices, row_starts = self.inputs(seed=23)
-        expected = zerojit.reference.pack_dcp_topk_candidates(logits, indices, None, 1, 2, 1,
-                                                              row_starts)
+        expected = zerojit.reference.pack_dcp_topk_candidates(
+            logits, indices, None, 1, 2, 1, row_starts
+        )
         logits_gpu, indices_gpu, starts_gpu = self.cuda(logits, indices, row_starts)
         for path in ("fast", "op"):
             with self.subTest(path=path):
@@ -566,11 +598,13 @@ class DcpPackTest(KernelTestCase):
                 logits_gpu.copy_(self.cuda(logits))
                 if path == "fast":
                     packed = zerojit.pack_dcp_topk_candidates(
-                        logits_gpu, indices_gpu, None, 1, 2, 1, starts_gpu, pdl=True)
+                        logits_gpu, indices_gpu, None, 1, 2, 1, starts_gpu, pdl=True
+                    )
                 else:
                     packed = torch.full((6, 512, 2), float("nan"), device=self.device)
-                    torch.ops.zerojit.dcp_pack(logits_gpu, indices_gpu, packed, 1, 2, 1,
-                                               starts_gpu, True)
+                    torch.ops.zerojit.dcp_pack(
+                        logits_gpu, indices_gpu, packed, 1, 2, 1, starts_gpu, True
+                    )
                 torch.cuda.synchronize()
                 self.assert_bits_equal(packed, expected, f"packed ({path}, pdl)")
 
@@ -582,8 +616,9 @@ class DcpPackTest(KernelTestCase):
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):  # PyTorch's current stream
             in_context = zerojit.pack_dcp_topk_candidates(logits_gpu, indices_gpu, None, 1, 2, 1)
-        explicit = zerojit.pack_dcp_topk_candidates(logits_gpu, indices_gpu, None, 1, 2, 1,
-                                                    stream=side)
+        explicit = zerojit.pack_dcp_topk_candidates(
+            logits_gpu, indices_gpu, None, 1, 2, 1, stream=side
+        )
         side.synchronize()
         self.assert_bits_equal(in_context, expected, "packed (current stream)")
         self.assert_bits_equal(explicit, expected, "packed (explicit stream)")
@@ -606,8 +641,13 @@ class WarmupAndGraphTest(KernelTestCase):
     def expected_gather(self, flat, stride, pages, rows, seq_lens, gather_lens, block_table):
         out = torch.zeros(2, rows + 8, 512, dtype=torch.bfloat16)
         zerojit.reference.dequantize_and_gather_k_cache(
-            out, as_ds_mla_cache(flat, pages, rows, stride), seq_lens, gather_lens, block_table,
-            rows, 0,
+            out,
+            as_ds_mla_cache(flat, pages, rows, stride),
+            seq_lens,
+            gather_lens,
+            block_table,
+            rows,
+            0,
         )
         return out
 
@@ -626,14 +666,21 @@ class WarmupAndGraphTest(KernelTestCase):
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             zerojit.dequantize_and_gather_k_cache(
-                out, as_ds_mla_cache(flat_gpu, pages, rows, stride), seq_gpu, gather_gpu,
-                table_gpu, rows, 0,
+                out,
+                as_ds_mla_cache(flat_gpu, pages, rows, stride),
+                seq_gpu,
+                gather_gpu,
+                table_gpu,
+                rows,
+                0,
             )
         graph.replay()
         torch.cuda.synchronize()
         self.assert_bits_equal(
-            out, self.expected_gather(flat, stride, pages, rows, seq_lens, gather_lens,
-                                      block_table), "replay 1")
+            out,
+            self.expected_gather(flat, stride, pages, rows, seq_lens, gather_lens, block_table),
+            "replay 1",
+        )
         # The graph reads live memory: new cache contents, same graph.
         fresh = ds_mla_pages(pages, rows, stride, 32)
         flat_gpu.copy_(fresh)
@@ -641,8 +688,10 @@ class WarmupAndGraphTest(KernelTestCase):
         graph.replay()
         torch.cuda.synchronize()
         self.assert_bits_equal(
-            out, self.expected_gather(fresh, stride, pages, rows, seq_lens, gather_lens,
-                                      block_table), "replay 2")
+            out,
+            self.expected_gather(fresh, stride, pages, rows, seq_lens, gather_lens, block_table),
+            "replay 2",
+        )
         after = zerojit.monitor.counters()["dsv4.dequant_gather"]
         self.assertEqual(after["runtime_jit"], before["runtime_jit"])
         self.assertEqual(after["compiles"], before["compiles"])
@@ -677,25 +726,35 @@ class WarmupAndGraphTest(KernelTestCase):
         out = torch.zeros(2, rows + 8, 512, dtype=torch.bfloat16, device=self.device)
         with self.assertRaises(zerojit.RuntimeJitError) as raised:
             zerojit.dequantize_and_gather_k_cache(
-                out, as_ds_mla_cache(flat.to(self.device), pages, rows, stride),
-                *self.cuda(seq_lens, gather_lens, block_table), rows, 0,
+                out,
+                as_ds_mla_cache(flat.to(self.device), pages, rows, stride),
+                *self.cuda(seq_lens, gather_lens, block_table),
+                rows,
+                0,
             )
         self.assertIn("monitor in error mode", str(raised.exception))
         self.assertIn("block_size=16", raised.exception.key)
         events = zerojit.monitor.events()
-        self.assertEqual([(e["kernel"], e["kind"]) for e in events],
-                         [("dsv4.dequant_gather", "compile")])
+        self.assertEqual(
+            [(e["kernel"], e["kind"]) for e in events], [("dsv4.dequant_gather", "compile")]
+        )
         # A warmed key still runs.
         rows = 256
         flat, stride, pages, seq_lens, gather_lens, block_table = self.gather_inputs(rows, 42)
         out = torch.zeros(2, rows + 8, 512, dtype=torch.bfloat16, device=self.device)
         zerojit.dequantize_and_gather_k_cache(
-            out, as_ds_mla_cache(flat.to(self.device), pages, rows, stride),
-            *self.cuda(seq_lens, gather_lens, block_table), rows, 0,
+            out,
+            as_ds_mla_cache(flat.to(self.device), pages, rows, stride),
+            *self.cuda(seq_lens, gather_lens, block_table),
+            rows,
+            0,
         )
         torch.cuda.synchronize()
-        self.assert_bits_equal(out, self.expected_gather(flat, stride, pages, rows, seq_lens,
-                                                         gather_lens, block_table), "warmed")
+        self.assert_bits_equal(
+            out,
+            self.expected_gather(flat, stride, pages, rows, seq_lens, gather_lens, block_table),
+            "warmed",
+        )
 
 
 if __name__ == "__main__":

@@ -24,8 +24,9 @@ requires_cuda = unittest.skipUnless(HAVE_CUDA, "needs PyTorch with a CUDA device
 if torch is not None:
 
     @zerojit.torch_op("zerojit_test::axpby", mutates_args=("out",))
-    def axpby_op(x: torch.Tensor, y: torch.Tensor, out: torch.Tensor, alpha: float,
-                 beta: float) -> None:
+    def axpby_op(
+        x: torch.Tensor, y: torch.Tensor, out: torch.Tensor, alpha: float, beta: float
+    ) -> None:
         user_kernel.Axpby()(x, y, out, alpha, beta)
 
 
@@ -50,8 +51,7 @@ class PythonKernelTest(unittest.TestCase):
         zerojit.clear_registrations()
         zerojit.register(user_kernel.Axpby)
         zerojit.monitor.set_mode("off")
-        cls.report = zerojit.warmup_kernels([user_kernel.Axpby], devices=[cls.device.index],
-                                            jobs=4)
+        cls.report = zerojit.warmup_kernels([user_kernel.Axpby], devices=[cls.device.index], jobs=4)
         cls.kernel = user_kernel.Axpby()
 
     def tearDown(self):
@@ -70,10 +70,12 @@ class PythonKernelTest(unittest.TestCase):
         self.assertEqual(self.report["totals"]["keys"], 4)
         self.assertEqual(self.report["devices"], [self.device.index])
         for key in zerojit.kernel_manifest([user_kernel.Axpby])["entries"]:
-            typed = user_kernel.AxpbyKey(zerojit.DType(key["key"]["dtype"]),
-                                         key["key"]["vector_width"])
-            self.assertTrue(self.kernel._core.has_executor(self.kernel.slot(typed),
-                                                           self.device.index))
+            typed = user_kernel.AxpbyKey(
+                zerojit.DType(key["key"]["dtype"]), key["key"]["vector_width"]
+            )
+            self.assertTrue(
+                self.kernel._core.has_executor(self.kernel.slot(typed), self.device.index)
+            )
 
     def test_bit_exact_against_torch(self):
         before = self.kernel.counters()
@@ -136,24 +138,29 @@ class PythonKernelTest(unittest.TestCase):
     def test_monitor_error_mode_refuses_an_unwarmed_key(self):
         events = []
         zerojit.hooks.set_monitor_callback(events.append)
-        zerojit.warmup_kernels([user_kernel.Axpby], devices=[self.device.index],
-                               monitor="error")
+        zerojit.warmup_kernels([user_kernel.Axpby], devices=[self.device.index], monitor="error")
         self.assertTrue(zerojit.monitor.armed())
         h = torch.ones(1023, device=self.device, dtype=torch.float16)
         with self.assertRaises(zerojit.RuntimeJitError) as raised:
             self.kernel(h, h, torch.empty_like(h), 1.0, 1.0)
         self.assertEqual(raised.exception.key, "dtype=f16, vector_width=1")
         self.assertIn("x: f16[1023]", raised.exception.descriptors)
-        self.assertEqual([(e["kind"], e["kernel"], e["key"]) for e in events],
-                         [("compile", "user.axpby", "dtype=f16, vector_width=1")])
+        self.assertEqual(
+            [(e["kind"], e["kernel"], e["key"]) for e in events],
+            [("compile", "user.axpby", "dtype=f16, vector_width=1")],
+        )
         x, y = self.inputs(torch.float32, 4096)  # a warmed key still launches
-        self.assertTrue(torch.equal(self.kernel(x, y, torch.empty_like(x), 2.0, -0.5),
-                                    reference(x, y, 2.0, -0.5)))
+        self.assertTrue(
+            torch.equal(
+                self.kernel(x, y, torch.empty_like(x), 2.0, -0.5), reference(x, y, 2.0, -0.5)
+            )
+        )
 
     def test_the_example_runs(self):
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-        result = subprocess.run([sys.executable, EXAMPLE], env=env, capture_output=True,
-                                text=True, timeout=600)
+        result = subprocess.run(
+            [sys.executable, EXAMPLE], env=env, capture_output=True, text=True, timeout=600
+        )
         self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
         self.assertIn("bit-exact against torch", result.stdout)
         self.assertIn("the monitor refused an unwarmed key: user.axpby", result.stdout)

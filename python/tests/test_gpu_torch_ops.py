@@ -97,8 +97,14 @@ def compressor_inputs(ratio, device, seed):
     inputs = CompressorInputs(ratio, state_block, spans, seed=seed)
     kv_slots = inputs.kv_slots(16, seed=seed + 1)
     moved = [
-        inputs.state_cache, inputs.token_to_req, inputs.positions, inputs.slot_mapping,
-        inputs.block_table, inputs.rms_norm_weight, inputs.cos_sin_cache, kv_slots,
+        inputs.state_cache,
+        inputs.token_to_req,
+        inputs.positions,
+        inputs.slot_mapping,
+        inputs.block_table,
+        inputs.rms_norm_weight,
+        inputs.cos_sin_cache,
+        kv_slots,
     ]
     return inputs.block_size, [t.to(device) for t in moved]
 
@@ -116,13 +122,31 @@ def c4_store(full):
         def function(state, requests, positions, slots, table, weight, cos_sin, cache, kv_slots):
             view = cache if full else as_ds_mla_cache(cache, 8, 1, 1152)
             zerojit.fused_kv_compress_norm_rope_insert_sparse_attn(
-                state, requests, positions, slots, table, block_size, weight, 1e-6, cos_sin,
-                view, kv_slots
+                state,
+                requests,
+                positions,
+                slots,
+                table,
+                block_size,
+                weight,
+                1e-6,
+                cos_sin,
+                view,
+                kv_slots,
             )
             return (cache,)
 
-        return function, [state, requests, positions, slots, table, weight, cos_sin, cache,
-                          kv_slots]
+        return function, [
+            state,
+            requests,
+            positions,
+            slots,
+            table,
+            weight,
+            cos_sin,
+            cache,
+            kv_slots,
+        ]
 
     return build
 
@@ -138,8 +162,14 @@ def c128_stages(device):
             state, requests, positions, slots, table, block_size
         )
         zerojit.sparse_attn_norm_rope_store(
-            compressed, positions, slots, weight, 1e-6, cos_sin, as_ds_mla_cache(cache, 8, 2, 1728),
-            kv_slots
+            compressed,
+            positions,
+            slots,
+            weight,
+            1e-6,
+            cos_sin,
+            as_ds_mla_cache(cache, 8, 2, 1728),
+            kv_slots,
         )
         return (cache,)
 
@@ -154,8 +184,18 @@ def c128_split(device):
 
     def function(state, requests, positions, slots, table, weight, cos_sin, cache, kv_slots):
         zerojit.split_kv_compress_norm_rope_insert_sparse_attn(
-            state, requests, positions, slots, table, block_size, None, weight, 1e-6, cos_sin,
-            cache, kv_slots
+            state,
+            requests,
+            positions,
+            slots,
+            table,
+            block_size,
+            None,
+            weight,
+            1e-6,
+            cos_sin,
+            cache,
+            kv_slots,
         )
         return (cache,)
 
@@ -171,15 +211,35 @@ def compressor_entry_point(ratio):
 
         def function(state, requests, positions, slots, table, weight, cos_sin, cache, kv_slots):
             zerojit.compress_norm_rope_store(
-                state, len(positions), requests, positions, slots, table,
-                4 if ratio == 4 else 8, 1024 if ratio == 4 else 512, cos_sin, cache,
-                kv_slots, None, compress_ratio=ratio,
-                rms_norm_weight=weight, rms_norm_eps=1e-6,
+                state,
+                len(positions),
+                requests,
+                positions,
+                slots,
+                table,
+                4 if ratio == 4 else 8,
+                1024 if ratio == 4 else 512,
+                cos_sin,
+                cache,
+                kv_slots,
+                None,
+                compress_ratio=ratio,
+                rms_norm_weight=weight,
+                rms_norm_eps=1e-6,
             )
             return (cache,)
 
-        return function, [state, requests, positions, slots, table, weight, cos_sin, cache,
-                          kv_slots]
+        return function, [
+            state,
+            requests,
+            positions,
+            slots,
+            table,
+            weight,
+            cos_sin,
+            cache,
+            kv_slots,
+        ]
 
     return build
 
@@ -243,11 +303,15 @@ class TorchCustomOpsTest(unittest.TestCase):
                 explanation = torch._dynamo.explain(function)(*clones(inputs))
                 self.assertEqual(explanation.graph_break_count, 0, f"{name}: graph breaks")
                 ops = [
-                    str(node.target) for graph in explanation.graphs for node in graph.graph.nodes
+                    str(node.target)
+                    for graph in explanation.graphs
+                    for node in graph.graph.nodes
                     if node.op == "call_function"
                 ]
-                self.assertTrue(any("zerojit" in op for op in ops),
-                                f"{name}: no torch.ops.zerojit call in the graph: {ops}")
+                self.assertTrue(
+                    any("zerojit" in op for op in ops),
+                    f"{name}: no torch.ops.zerojit call in the graph: {ops}",
+                )
 
     def test_every_op_runs_in_fake_tensor_mode(self):
         from torch._subclasses.fake_tensor import FakeTensorMode
@@ -259,12 +323,17 @@ class TorchCustomOpsTest(unittest.TestCase):
                 launches = zerojit.monitor.counters()
                 with FakeTensorMode() as mode:
                     fake = function(*[mode.from_tensor(t) for t in inputs])
-                self.assertEqual([(t.dtype, tuple(t.shape)) for t in fake],
-                                 [(t.dtype, tuple(t.shape)) for t in eager], name)
+                self.assertEqual(
+                    [(t.dtype, tuple(t.shape)) for t in fake],
+                    [(t.dtype, tuple(t.shape)) for t in eager],
+                    name,
+                )
                 # Nothing launched: no kernel's hit count moved.
                 self.assertEqual(
                     {k: c["hits"] for k, c in zerojit.monitor.counters().items()},
-                    {k: c["hits"] for k, c in launches.items()}, name)
+                    {k: c["hits"] for k, c in launches.items()},
+                    name,
+                )
 
     def test_a_compiled_region_captured_in_a_cuda_graph_replays_every_op(self):
         for name, build in CASES:

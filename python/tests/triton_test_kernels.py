@@ -7,6 +7,7 @@ import triton.language as tl
 
 # --- masked elementwise -----------------------------------------------------------------------
 
+
 @triton.jit
 def masked_add(x_ptr, y_ptr, out_ptr, n, alpha, BLOCK: tl.constexpr):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -18,6 +19,7 @@ def masked_add(x_ptr, y_ptr, out_ptr, n, alpha, BLOCK: tl.constexpr):
 
 # --- row reduction with a constexpr block ----------------------------------------------------
 
+
 @triton.jit
 def row_sum(x_ptr, out_ptr, cols, row_stride, BLOCK_COLS: tl.constexpr):
     row = tl.program_id(0)
@@ -28,9 +30,24 @@ def row_sum(x_ptr, out_ptr, cols, row_stride, BLOCK_COLS: tl.constexpr):
 
 # --- a tl.dot tile, num_warps and num_stages in the key --------------------------------------
 
+
 @triton.jit
-def matmul_tile(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
-                stride_cm, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+def matmul_tile(
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    stride_cm,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -38,16 +55,26 @@ def matmul_tile(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, s
     rk = tl.arange(0, BLOCK_K)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k in range(0, K, BLOCK_K):
-        a = tl.load(a_ptr + rm[:, None] * stride_am + (k + rk)[None, :] * stride_ak,
-                    mask=(rm[:, None] < M) & ((k + rk)[None, :] < K), other=0.0)
-        b = tl.load(b_ptr + (k + rk)[:, None] * stride_bk + rn[None, :] * stride_bn,
-                    mask=((k + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)
+        a = tl.load(
+            a_ptr + rm[:, None] * stride_am + (k + rk)[None, :] * stride_ak,
+            mask=(rm[:, None] < M) & ((k + rk)[None, :] < K),
+            other=0.0,
+        )
+        b = tl.load(
+            b_ptr + (k + rk)[:, None] * stride_bk + rn[None, :] * stride_bn,
+            mask=((k + rk)[:, None] < K) & (rn[None, :] < N),
+            other=0.0,
+        )
         acc = tl.dot(a, b, acc)
-    tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :], acc,
-             mask=(rm[:, None] < M) & (rn[None, :] < N))
+    tl.store(
+        c_ptr + rm[:, None] * stride_cm + rn[None, :],
+        acc,
+        mask=(rm[:, None] < M) & (rn[None, :] < N),
+    )
 
 
 # --- an integer in each width class ---------------------------------------------------------
+
 
 @triton.jit
 def int_widths(out_ptr, base, step, salt, n16, BLOCK: tl.constexpr):
@@ -58,6 +85,7 @@ def int_widths(out_ptr, base, step, salt, n16, BLOCK: tl.constexpr):
 
 
 # --- programmatic dependent launch ----------------------------------------------------------
+
 
 @triton.jit
 def pdl_scale(x_ptr, out_ptr, n, scale, BLOCK: tl.constexpr):

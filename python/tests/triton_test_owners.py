@@ -30,6 +30,7 @@ def next_power_of_two(value):
 
 # --- masked elementwise -----------------------------------------------------------------------
 
+
 @dataclasses.dataclass(frozen=True)
 class AddKey:
     dtype: DType
@@ -49,22 +50,35 @@ class MaskedAdd(TritonKernel):
     def program(self, key):
         pointer = "*" + TRITON_TYPES[key.dtype]
         return TritonProgram(
-            signature={"x_ptr": pointer, "y_ptr": pointer, "out_ptr": pointer, "n": "i32",
-                       "alpha": "fp32"},
+            signature={
+                "x_ptr": pointer,
+                "y_ptr": pointer,
+                "out_ptr": pointer,
+                "n": "i32",
+                "alpha": "fp32",
+            },
             constexprs={"BLOCK": key.block},
-            options={"num_warps": key.num_warps})
+            options={"num_warps": key.num_warps},
+        )
 
     def grid(self, key, n):
         return (cdiv(n, key.block),)
 
     def warmup_space(self):
-        return (Space(lambda p: {"x_ptr": zerojit.TensorDesc.contiguous(p["dtype"], (p["n"],)),
-                                 "n": p["n"]})
-                .choices("dtype", [DType.f32, DType.f16, DType.bf16])
-                .choices("n", [1000, 1 << 20]))
+        return (
+            Space(
+                lambda p: {
+                    "x_ptr": zerojit.TensorDesc.contiguous(p["dtype"], (p["n"],)),
+                    "n": p["n"],
+                }
+            )
+            .choices("dtype", [DType.f32, DType.f16, DType.bf16])
+            .choices("n", [1000, 1 << 20])
+        )
 
 
 # --- row reduction with a constexpr block ----------------------------------------------------
+
 
 @dataclasses.dataclass(frozen=True)
 class RowKey:
@@ -84,30 +98,46 @@ class RowSum(TritonKernel):
     def dispatch(self, x_ptr, cols, row_stride):
         block = max(next_power_of_two(cols), ROW_BLOCKS[0])
         if block > ROW_BLOCKS[-1]:
-            raise zerojit.InvalidArgument(f"kernel {self.name}: rows of {cols} columns are "
-                                          f"longer than {ROW_BLOCKS[-1]}", self.name, "cols")
+            raise zerojit.InvalidArgument(
+                f"kernel {self.name}: rows of {cols} columns are longer than {ROW_BLOCKS[-1]}",
+                self.name,
+                "cols",
+            )
         return RowKey(x_ptr.dtype, block, cols % 16 == 0 and row_stride % 16 == 0)
 
     def program(self, key):
         return TritonProgram(
-            signature={"x_ptr": "*" + TRITON_TYPES[key.dtype], "out_ptr": "*fp32", "cols": "i32",
-                       "row_stride": "i32"},
+            signature={
+                "x_ptr": "*" + TRITON_TYPES[key.dtype],
+                "out_ptr": "*fp32",
+                "cols": "i32",
+                "row_stride": "i32",
+            },
             constexprs={"BLOCK_COLS": key.block_cols},
-            divisible_by_16=("x_ptr", "out_ptr") + (("cols", "row_stride") if key.aligned_rows
-                                                    else ()),
-            options={"num_warps": 4 if key.block_cols >= 512 else 1})
+            divisible_by_16=("x_ptr", "out_ptr")
+            + (("cols", "row_stride") if key.aligned_rows else ()),
+            options={"num_warps": 4 if key.block_cols >= 512 else 1},
+        )
 
     def grid(self, key, x_ptr):
         return (x_ptr.shape[0],)
 
     def warmup_space(self):
-        return (Space(lambda p: {"x_ptr": zerojit.TensorDesc.contiguous(p["dtype"], (8, p["cols"])),
-                                 "cols": p["cols"], "row_stride": p["cols"]})
-                .choices("dtype", [DType.f32, DType.bf16])
-                .choices("cols", [64, 100, 128, 256, 512, 1000]))
+        return (
+            Space(
+                lambda p: {
+                    "x_ptr": zerojit.TensorDesc.contiguous(p["dtype"], (8, p["cols"])),
+                    "cols": p["cols"],
+                    "row_stride": p["cols"],
+                }
+            )
+            .choices("dtype", [DType.f32, DType.bf16])
+            .choices("cols", [64, 100, 128, 256, 512, 1000])
+        )
 
 
 # --- a tl.dot tile, num_warps and num_stages in the key --------------------------------------
+
 
 @dataclasses.dataclass(frozen=True)
 class TileKey:
@@ -132,25 +162,46 @@ class MatmulTile(TritonKernel):
     def program(self, key):
         pointer = "*" + TRITON_TYPES[key.dtype]
         return TritonProgram(
-            signature={"a_ptr": pointer, "b_ptr": pointer, "c_ptr": "*fp32", "M": "i32",
-                       "N": "i32", "K": "i32", "stride_am": "i32", "stride_bk": "i32",
-                       "stride_bn": "i32", "stride_cm": "i32"},
+            signature={
+                "a_ptr": pointer,
+                "b_ptr": pointer,
+                "c_ptr": "*fp32",
+                "M": "i32",
+                "N": "i32",
+                "K": "i32",
+                "stride_am": "i32",
+                "stride_bk": "i32",
+                "stride_bn": "i32",
+                "stride_cm": "i32",
+            },
             # The unit stride is compiled as the constant 1 (and checked at every call).
-            constexprs={"stride_ak": 1, "BLOCK_M": key.block_m, "BLOCK_N": key.block_n,
-                        "BLOCK_K": key.block_k},
-            options={"num_warps": key.num_warps, "num_stages": key.num_stages})
+            constexprs={
+                "stride_ak": 1,
+                "BLOCK_M": key.block_m,
+                "BLOCK_N": key.block_n,
+                "BLOCK_K": key.block_k,
+            },
+            options={"num_warps": key.num_warps, "num_stages": key.num_stages},
+        )
 
     def grid(self, key, M, N):
         return (cdiv(M, key.block_m), cdiv(N, key.block_n))
 
     def warmup_space(self):
-        return (Space(lambda p: {"a_ptr": zerojit.TensorDesc.contiguous(p["dtype"], (p["M"], 64)),
-                                 "M": p["M"]})
-                .choices("dtype", [DType.f16, DType.bf16])
-                .choices("M", [16, 512]))
+        return (
+            Space(
+                lambda p: {
+                    "a_ptr": zerojit.TensorDesc.contiguous(p["dtype"], (p["M"], 64)),
+                    "M": p["M"],
+                }
+            )
+            .choices("dtype", [DType.f16, DType.bf16])
+            .choices("M", [16, 512])
+        )
 
 
 # --- an integer in each width class ---------------------------------------------------------
+
 
 @dataclasses.dataclass(frozen=True)
 class WidthKey:
@@ -174,11 +225,17 @@ class IntWidths(TritonKernel):
 
     def program(self, key):
         return TritonProgram(
-            signature={"out_ptr": "*i64", "base": key.base, "step": "i32", "salt": "i64",
-                       "n16": "i32"},
+            signature={
+                "out_ptr": "*i64",
+                "base": key.base,
+                "step": "i32",
+                "salt": "i64",
+                "n16": "i32",
+            },
             constexprs={"BLOCK": 256},
             divisible_by_16=("out_ptr", "n16"),
-            options={"num_warps": 2})
+            options={"num_warps": 2},
+        )
 
     def grid(self, key, n16):
         return (cdiv(n16, 256),)
@@ -188,6 +245,7 @@ class IntWidths(TritonKernel):
 
 
 # --- programmatic dependent launch ----------------------------------------------------------
+
 
 @dataclasses.dataclass(frozen=True)
 class PdlKey:
@@ -206,7 +264,8 @@ class PdlScale(TritonKernel):
         return TritonProgram(
             signature={"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "scale": "fp32"},
             constexprs={"BLOCK": key.block},
-            options={"num_warps": 4, "launch_pdl": True})
+            options={"num_warps": 4, "launch_pdl": True},
+        )
 
     def grid(self, key, n):
         return (cdiv(n, key.block),)

@@ -42,7 +42,8 @@ def main(argv=None):
             "zerojit: the command-line tool is not installed (pip installs it as the `zerojit` "
             "script with `pip install . -Ccmake.define.ZEROJIT_BUILD_CLI=ON "
             "-Ccmake.define.ZEROJIT_BUILD_TOOL=ON`; a CMake build has it at "
-            "<build>/tools/zerojit; or set ZEROJIT_TOOL)\n")
+            "<build>/tools/zerojit; or set ZEROJIT_TOOL)\n"
+        )
         return 2
     os.execv(tool, [tool, *argv])
     return 0  # not reached

@@ -39,6 +39,7 @@ def call_after_import(name, install):
     module = sys.modules.get(name)
     if module is not None:
         install(module)
-    elif not any(isinstance(finder, _AfterImport) and finder.name == name
-                 for finder in sys.meta_path):
+    elif not any(
+        isinstance(finder, _AfterImport) and finder.name == name for finder in sys.meta_path
+    ):
         sys.meta_path.insert(0, _AfterImport(name, install))

@@ -18,11 +18,14 @@ def configure(modules):
         importlib.import_module(name)
     registered = _warmup.registrations()
     if not registered:
-        raise ValueError(f"the modules {', '.join(modules)} registered no kernel "
-                         "(call zerojit.register(kernel) at import)")
+        raise ValueError(
+            f"the modules {', '.join(modules)} registered no kernel "
+            "(call zerojit.register(kernel) at import)"
+        )
     kernels = sorted({kernel.name for kernel, _ in registered})
-    description = (f"Python modules {', '.join(modules)}: {len(kernels)} kernels "
-                   f"({', '.join(kernels)})")
+    description = (
+        f"Python modules {', '.join(modules)}: {len(kernels)} kernels ({', '.join(kernels)})"
+    )
     return _warmup._expanded(None), description
 
 

@@ -59,21 +59,30 @@ def _compile_triton(request):
     from triton.compiler import ASTSource
 
     if not triton.__version__.startswith(_SUPPORTED_TRITON):
-        raise RequestError(f"Triton {triton.__version__} is not supported (zerojit launches "
-                           f"Triton {', '.join(_SUPPORTED_TRITON)})")
+        raise RequestError(
+            f"Triton {triton.__version__} is not supported (zerojit launches "
+            f"Triton {', '.join(_SUPPORTED_TRITON)})"
+        )
     if triton.__version__ != request["triton_version"]:
-        raise RequestError(f"this worker imports Triton {triton.__version__}, the parent "
-                           f"identified Triton {request['triton_version']}")
+        raise RequestError(
+            f"this worker imports Triton {triton.__version__}, the parent "
+            f"identified Triton {request['triton_version']}"
+        )
     fn = _function(request)
     if not isinstance(fn, triton.runtime.jit.JITFunction):
-        raise RequestError(f"{request['module']}:{request['qualname']} is not a @triton.jit "
-                           f"function (it is a {type(fn).__name__})")
+        raise RequestError(
+            f"{request['module']}:{request['qualname']} is not a @triton.jit "
+            f"function (it is a {type(fn).__name__})"
+        )
     signature = request["signature"]
     if list(signature) != list(fn.arg_names):
-        raise RequestError(f"the function's parameters are {list(fn.arg_names)}, the key's "
-                           f"program names {list(signature)}")
-    attrs = {(fn.arg_names.index(name),): [["tt.divisibility", 16]]
-             for name in request["divisible"]}
+        raise RequestError(
+            f"the function's parameters are {list(fn.arg_names)}, the key's "
+            f"program names {list(signature)}"
+        )
+    attrs = {
+        (fn.arg_names.index(name),): [["tt.divisibility", 16]] for name in request["divisible"]
+    }
     source = ASTSource(fn, signature, request["constexprs"], attrs)
     target = GPUTarget("cuda", request["capability"], 32)
     start = time.perf_counter()
@@ -95,29 +104,55 @@ def _compile_triton(request):
         "tensor_descriptors": len(getattr(metadata, "tensordesc_meta", None) or []),
     }
     if record["global_scratch_bytes"] or record["profile_scratch_bytes"]:
-        raise RequestError(f"the compiled kernel needs {record['global_scratch_bytes']} bytes of "
-                           "global scratch a program, which zerojit does not allocate yet")
+        raise RequestError(
+            f"the compiled kernel needs {record['global_scratch_bytes']} bytes of "
+            "global scratch a program, which zerojit does not allocate yet"
+        )
     if record["tensor_descriptors"]:
-        raise RequestError("the compiled kernel takes host TMA descriptors, which zerojit does "
-                           "not build yet")
-    return {"image": compiled.asm["cubin"], "entry": metadata.name, "record": record,
-            "seconds": seconds, "log": ""}
+        raise RequestError(
+            "the compiled kernel takes host TMA descriptors, which zerojit does not build yet"
+        )
+    return {
+        "image": compiled.asm["cubin"],
+        "entry": metadata.name,
+        "record": record,
+        "seconds": seconds,
+        "log": "",
+    }
 
 
 # CuTeDSL's element types, by zerojit dtype name.
 _CUTE_TYPES = {
-    "f16": "Float16", "bf16": "BFloat16", "f32": "Float32", "f64": "Float64", "i8": "Int8",
-    "i16": "Int16", "i32": "Int32", "i64": "Int64", "u8": "Uint8", "u16": "Uint16",
-    "u32": "Uint32", "u64": "Uint64", "bool": "Boolean", "e4m3": "Float8E4M3FN",
-    "e5m2": "Float8E5M2", "ue8m0": "Float8E8M0FNU",
+    "f16": "Float16",
+    "bf16": "BFloat16",
+    "f32": "Float32",
+    "f64": "Float64",
+    "i8": "Int8",
+    "i16": "Int16",
+    "i32": "Int32",
+    "i64": "Int64",
+    "u8": "Uint8",
+    "u16": "Uint16",
+    "u32": "Uint32",
+    "u64": "Uint64",
+    "bool": "Boolean",
+    "e4m3": "Float8E4M3FN",
+    "e5m2": "Float8E5M2",
+    "ue8m0": "Float8E8M0FNU",
 }
-_CUTE_SCALARS = {"i32": "Int32", "i64": "Int64", "f32": "Float32", "f64": "Float64",
-                 "bool": "Boolean"}
+_CUTE_SCALARS = {
+    "i32": "Int32",
+    "i64": "Int64",
+    "f32": "Float32",
+    "f64": "Float64",
+    "bool": "Boolean",
+}
 # A tensor's struct in an exported header: typedef struct { void *data; intN_t
 # dynamic_shapes[k]; intN_t dynamic_strides[m]; } <prefix>_Tensor_<name>_t;
 _TENSOR_STRUCT = re.compile(
     r"typedef struct \{\s*void \*data;\s*(?:(int32_t|int64_t) dynamic_shapes\[(\d+)\];)?\s*"
-    r"(?:(int32_t|int64_t) dynamic_strides\[(\d+)\];)?\s*\} (\w+)_Tensor_(\w+)_t;")
+    r"(?:(int32_t|int64_t) dynamic_strides\[(\d+)\];)?\s*\} (\w+)_Tensor_(\w+)_t;"
+)
 
 
 def _cute_fakes(request, cutlass, cute, runtime):
@@ -134,12 +169,19 @@ def _cute_fakes(request, cutlass, cute, runtime):
                 fakes.append(getattr(cutlass, _CUTE_SCALARS[spec["type"]])(0))
                 continue
             shape = tuple(
-                extent if extent >= 0
+                extent
+                if extent >= 0
                 else cute.sym_int(8 * spec["shape_bytes"], divisibility=spec["divisibility"])
-                for extent in spec["shape"])
-            fakes.append(runtime.make_fake_compact_tensor(
-                getattr(cutlass, _CUTE_TYPES[spec["dtype"]]), shape,
-                stride_order=tuple(spec["stride_order"]), assumed_align=spec["assumed_align"]))
+                for extent in spec["shape"]
+            )
+            fakes.append(
+                runtime.make_fake_compact_tensor(
+                    getattr(cutlass, _CUTE_TYPES[spec["dtype"]]),
+                    shape,
+                    stride_order=tuple(spec["stride_order"]),
+                    assumed_align=spec["assumed_align"],
+                )
+            )
     return fakes
 
 
@@ -155,23 +197,31 @@ def _check_header(header, request):
         shapes = int(found.group(2) or 0)
         strides = int(found.group(4) or 0)
         expected_shapes = sum(1 for extent in spec["shape"] if extent < 0)
-        if (shapes, strides) != (expected_shapes, len(spec["dynamic_strides"])) or (
-                shapes and found.group(1) != f"int{8 * spec['shape_bytes']}_t") or (
-                strides and found.group(3) != f"int{8 * spec['stride_bytes']}_t"):
-            raise RequestError(f"the export's struct of '{name}' ({found.group(0)!r}) is not the "
-                               "layout zerojit fills (this CuTeDSL's export ABI differs)")
+        if (
+            (shapes, strides) != (expected_shapes, len(spec["dynamic_strides"]))
+            or (shapes and found.group(1) != f"int{8 * spec['shape_bytes']}_t")
+            or (strides and found.group(3) != f"int{8 * spec['stride_bytes']}_t")
+        ):
+            raise RequestError(
+                f"the export's struct of '{name}' ({found.group(0)!r}) is not the "
+                "layout zerojit fills (this CuTeDSL's export ABI differs)"
+            )
 
 
 def _compile_cutedsl(request):
     import importlib.metadata
 
     if os.environ.get("CUTE_DSL_ARCH") != request["arch"]:
-        raise RequestError(f"this worker's CUTE_DSL_ARCH is {os.environ.get('CUTE_DSL_ARCH')}, "
-                           f"the request is for {request['arch']}")
+        raise RequestError(
+            f"this worker's CUTE_DSL_ARCH is {os.environ.get('CUTE_DSL_ARCH')}, "
+            f"the request is for {request['arch']}"
+        )
     version = importlib.metadata.version("nvidia-cutlass-dsl")
     if version != request["dsl_version"]:
-        raise RequestError(f"this worker imports nvidia-cutlass-dsl {version}, the parent "
-                           f"identified {request['dsl_version']}")
+        raise RequestError(
+            f"this worker imports nvidia-cutlass-dsl {version}, the parent "
+            f"identified {request['dsl_version']}"
+        )
     import cutlass
     import cutlass.cute as cute
     from cutlass.cute import runtime
@@ -206,8 +256,12 @@ def _serve(request):
     except RequestError as error:
         return {"ok": False, "type": "RequestError", "error": str(error)}
     except Exception as error:  # the compiler's own failure, reported with its traceback
-        return {"ok": False, "type": type(error).__name__, "error": str(error) or repr(error),
-                "log": traceback.format_exc()}
+        return {
+            "ok": False,
+            "type": type(error).__name__,
+            "error": str(error) or repr(error),
+            "log": traceback.format_exc(),
+        }
 
 
 def _receive(channel, size):

@@ -50,9 +50,13 @@ def _install(compiler):
     @functools.wraps(original)
     def _compile(self, function, *args, **kwargs):
         if _enabled:
-            _core.monitor_foreign_event("compile", COUNTER, _function_name(function),
-                                        "cute.compile",
-                                        "a CuTeDSL compile of a kernel zerojit does not own")
+            _core.monitor_foreign_event(
+                "compile",
+                COUNTER,
+                _function_name(function),
+                "cute.compile",
+                "a CuTeDSL compile of a kernel zerojit does not own",
+            )
         return original(self, function, *args, **kwargs)
 
     _compile.zerojit_guard = True

@@ -15,8 +15,13 @@ from . import _kernel_source, _workers
 from ._errors import CompileError, InvalidArgument
 from ._owner import KernelOwner
 
-__all__ = ["FunctionKernel", "check_constexpr_values", "check_program_names", "compile_in_worker",
-           "is_scalar"]
+__all__ = [
+    "FunctionKernel",
+    "check_constexpr_values",
+    "check_program_names",
+    "compile_in_worker",
+    "is_scalar",
+]
 
 
 class FunctionKernel(KernelOwner):
@@ -24,15 +29,19 @@ class FunctionKernel(KernelOwner):
 
     fn = None
 
-    _language = ""       # the core's name of the language: "triton", "cutedsl"
-    _decorator = ""      # how the function is written, for messages: "@triton.jit"
+    _language = ""  # the core's name of the language: "triton", "cutedsl"
+    _decorator = ""  # how the function is written, for messages: "@triton.jit"
     _program_type = None  # what program() returns: TritonProgram, CuteProgram
 
     def _read_source(self):
         name = self.name
         if self.fn is None:
-            raise InvalidArgument(f"kernel {name}: set `fn` to the {self._decorator} function or "
-                                  "to 'package.module:function'", name, "fn")
+            raise InvalidArgument(
+                f"kernel {name}: set `fn` to the {self._decorator} function or "
+                "to 'package.module:function'",
+                name,
+                "fn",
+            )
         module, qualname = _kernel_source.locate(self.fn, name)
         self._source = _kernel_source.read(module, qualname, name)
 
@@ -56,12 +65,17 @@ class FunctionKernel(KernelOwner):
                 raise InvalidArgument(
                     f"kernel {kernel}: {what}() must name the arguments it takes (no *args or "
                     f"**kwargs): each parameter is a runtime parameter of the {self._decorator} "
-                    "function", kernel, what)
+                    "function",
+                    kernel,
+                    what,
+                )
             if param.name not in runtime:
                 raise InvalidArgument(
                     f"kernel {kernel}: {what}() takes '{param.name}', which is no runtime "
                     f"parameter of the {self._decorator} function ({', '.join(runtime)})",
-                    kernel, what)
+                    kernel,
+                    what,
+                )
             names.append(param.name)
         return tuple(names)
 
@@ -70,13 +84,21 @@ class FunctionKernel(KernelOwner):
         if not isinstance(program, self._program_type):
             raise InvalidArgument(
                 f"kernel {self.name}: program() returned {type(program).__name__}, not "
-                f"zerojit.{self._program_type.__name__}", self.name, "program")
+                f"zerojit.{self._program_type.__name__}",
+                self.name,
+                "program",
+            )
         key_text = ", ".join(f"{field}={value}" for field, _, value in fields)
         request, spec = self._specialize(key_text, program)
         source = self._source
-        slot = self._core.intern_language(fields, self._language,
-                                          f"{source.module}:{source.qualname}", source.text,
-                                          source.qualname, request)
+        slot = self._core.intern_language(
+            fields,
+            self._language,
+            f"{source.module}:{source.qualname}",
+            source.text,
+            source.qualname,
+            request,
+        )
         self._set_spec(slot, spec)
         return slot
 
@@ -99,19 +121,25 @@ def check_program_names(fail, source, named, constexprs, constexpr_kind):
     params = [name for name, _ in source.params]
     for name in list(named) + list(constexprs):
         if name not in params:
-            fail(name, f"the program names '{name}', which is no parameter of "
-                       f"{source.qualname} ({', '.join(params)})")
+            fail(
+                name,
+                f"the program names '{name}', which is no parameter of "
+                f"{source.qualname} ({', '.join(params)})",
+            )
     for name in source.constexpr_params:
         if name not in constexprs:
-            fail(name, f"the {constexpr_kind} parameter '{name}' has no value in the program's "
-                       "constexprs")
+            fail(
+                name,
+                f"the {constexpr_kind} parameter '{name}' has no value in the program's constexprs",
+            )
 
 
 def check_constexpr_values(fail, constexprs):
     for name, value in constexprs.items():
         if not (value is None or isinstance(value, (bool, int, float, str))):
-            fail(name, f"constexpr '{name}' = {value!r}: a value is an int, float, bool, str or "
-                       "None")
+            fail(
+                name, f"constexpr '{name}' = {value!r}: a value is an int, float, bool, str or None"
+            )
 
 
 def compile_in_worker(owner_type, kernel, key_text, arch, message, label, preload, env=None):
@@ -119,15 +147,26 @@ def compile_in_worker(owner_type, kernel, key_text, arch, message, label, preloa
     `message` is what the worker needs beyond the function's location and the request."""
     owner = KernelOwner.named(kernel)
     if not isinstance(owner, owner_type):
-        raise CompileError(f"kernel {kernel} [{key_text}]: no zerojit.{owner_type.__name__} of "
-                           "this name is defined in this process", kernel, key_text)
+        raise CompileError(
+            f"kernel {kernel} [{key_text}]: no zerojit.{owner_type.__name__} of "
+            "this name is defined in this process",
+            kernel,
+            key_text,
+        )
     source = owner._source
-    message = {"module": source.module, "qualname": source.qualname, "file": source.file,
-               **message}
+    message = {"module": source.module, "qualname": source.qualname, "file": source.file, **message}
     reply = _workers.run(message, preload=preload, env=env)
     if not reply["ok"]:
-        raise CompileError(f"kernel {kernel} [{key_text}] for {arch}: {label} failed: "
-                           f"{reply['error']}", kernel, key_text, reply.get("log"))
-    return (reply["image"], reply["entry"], json.dumps(reply["record"]), reply["log"],
-            reply["seconds"])
-
+        raise CompileError(
+            f"kernel {kernel} [{key_text}] for {arch}: {label} failed: {reply['error']}",
+            kernel,
+            key_text,
+            reply.get("log"),
+        )
+    return (
+        reply["image"],
+        reply["entry"],
+        json.dumps(reply["record"]),
+        reply["log"],
+        reply["seconds"],
+    )

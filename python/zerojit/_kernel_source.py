@@ -22,8 +22,19 @@ from ._errors import InvalidArgument
 __all__ = ["FunctionSource", "locate", "read"]
 
 # Names from these packages are not followed: the compiler version covers them.
-_OPAQUE = ("triton", "cutlass", "cuda", "torch", "numpy", "builtins", "math", "functools",
-           "typing", "os", "sys")
+_OPAQUE = (
+    "triton",
+    "cutlass",
+    "cuda",
+    "torch",
+    "numpy",
+    "builtins",
+    "math",
+    "functools",
+    "typing",
+    "os",
+    "sys",
+)
 _MAX_SOURCE_BYTES = 4 << 20  # the identity text of one kernel; past it, a config error
 
 
@@ -60,7 +71,8 @@ def locate(fn, kernel):
         module, sep, qualname = fn.partition(":")
         if not sep or not module or not qualname:
             raise InvalidArgument(
-                f"kernel {kernel}: fn '{fn}' must be 'package.module:function'", kernel, "fn")
+                f"kernel {kernel}: fn '{fn}' must be 'package.module:function'", kernel, "fn"
+            )
         return module, qualname
     inner = getattr(fn, "fn", None)  # triton.JITFunction wraps the Python function
     target = inner if inner is not None and callable(inner) else fn
@@ -69,7 +81,10 @@ def locate(fn, kernel):
     if not module or not qualname:
         raise InvalidArgument(
             f"kernel {kernel}: fn must be the kernel's function or 'module:function', got "
-            f"{type(fn).__name__}", kernel, "fn")
+            f"{type(fn).__name__}",
+            kernel,
+            "fn",
+        )
     return module, qualname
 
 
@@ -78,18 +93,27 @@ def read(module, qualname, kernel):
     if "." in qualname or "<" in qualname:
         raise InvalidArgument(
             f"kernel {kernel}: the function {module}:{qualname} must be defined at the "
-            "top level of its module (compile workers import it by name)", kernel, "fn")
+            "top level of its module (compile workers import it by name)",
+            kernel,
+            "fn",
+        )
     file = _module_file(module)
     if file is None:
         raise InvalidArgument(
             f"kernel {kernel}: cannot find the source of module '{module}' (the kernel function's "
-            "module must be a .py file on sys.path)", kernel, "fn")
+            "module must be a .py file on sys.path)",
+            kernel,
+            "fn",
+        )
     tree = _parse(file, kernel)
     found = _top_level(tree).get(qualname)
     if not isinstance(found, (ast.FunctionDef, ast.AsyncFunctionDef)):
         raise InvalidArgument(
             f"kernel {kernel}: module '{module}' ({file}) defines no top-level function "
-            f"'{qualname}'", kernel, "fn")
+            f"'{qualname}'",
+            kernel,
+            "fn",
+        )
     params = tuple((arg.arg, _parameter_kind(arg.annotation)) for arg in _arguments(found))
     text = _Collector(kernel).collect(module, file, tree, qualname)
     return FunctionSource(module, qualname, file, params, text)
@@ -101,7 +125,7 @@ def _arguments(function):
 
 
 def _parameter_kind(annotation):
-    """"constexpr" for ``tl.constexpr``, ``triton.language.constexpr``, ``cutlass.Constexpr``
+    """ "constexpr" for ``tl.constexpr``, ``triton.language.constexpr``, ``cutlass.Constexpr``
     (and the bare or string forms), "stream" for ``cuda.CUstream``, else "runtime"."""
     name = None
     if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
@@ -122,12 +146,14 @@ def _parse(file, kernel):
         with open(file, "rb") as handle:
             data = handle.read(_MAX_SOURCE_BYTES + 1)
         if len(data) > _MAX_SOURCE_BYTES:
-            raise InvalidArgument(f"kernel {kernel}: {file} is larger than {_MAX_SOURCE_BYTES} "
-                                  "bytes", kernel, "fn")
+            raise InvalidArgument(
+                f"kernel {kernel}: {file} is larger than {_MAX_SOURCE_BYTES} bytes", kernel, "fn"
+            )
         return ast.parse(data, filename=file)
     except (OSError, SyntaxError, ValueError) as error:
-        raise InvalidArgument(f"kernel {kernel}: cannot read {file}: {error}", kernel,
-                              "fn") from error
+        raise InvalidArgument(
+            f"kernel {kernel}: cannot read {file}: {error}", kernel, "fn"
+        ) from error
 
 
 def _top_level(tree):
@@ -240,8 +266,12 @@ class _Collector:
         text = ast.get_source_segment(source, node) or ast.dump(node)
         self.parts[(module, name)] = text
         if sum(len(t) for t in self.parts.values()) > _MAX_SOURCE_BYTES:
-            raise InvalidArgument(f"kernel {self.kernel}: the kernel function's sources exceed "
-                                  f"{_MAX_SOURCE_BYTES} bytes", self.kernel, "fn")
+            raise InvalidArgument(
+                f"kernel {self.kernel}: the kernel function's sources exceed "
+                f"{_MAX_SOURCE_BYTES} bytes",
+                self.kernel,
+                "fn",
+            )
         if isinstance(node, ast.ImportFrom):
             target = _resolve_relative(module, file, node.level, node.module or "")
             for alias in node.names:
@@ -266,7 +296,6 @@ class _Collector:
                 self._visit(module, used)
             else:
                 self._visit(module, used)
-
 
 
 def _read_text(file):

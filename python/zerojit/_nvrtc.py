@@ -25,8 +25,11 @@ def wheel_nvrtc():
         return None
     for pattern in _PATTERNS:
         for root in spec.submodule_search_locations:
-            found = sorted(p for p in glob.glob(os.path.join(root, pattern))
-                           if "alt" not in os.path.basename(p))
+            found = sorted(
+                p
+                for p in glob.glob(os.path.join(root, pattern))
+                if "alt" not in os.path.basename(p)
+            )
             if found:
                 return found[0]
     return None

@@ -25,7 +25,7 @@ class KernelOwner:
     Key: type = None
 
     _instances = {}  # class -> its instance
-    _names = {}      # kernel name -> class (unique across every language)
+    _names = {}  # kernel name -> class (unique across every language)
 
     def __new__(cls):
         instance = KernelOwner._instances.get(cls)
@@ -49,16 +49,23 @@ class KernelOwner:
         cls = type(self)
         name = self.name
         if not isinstance(name, str) or not name:
-            raise InvalidArgument(f"kernel class {cls.__name__}: set `name` to a non-empty str",
-                                  cls.__name__, "name")
+            raise InvalidArgument(
+                f"kernel class {cls.__name__}: set `name` to a non-empty str", cls.__name__, "name"
+            )
         other = KernelOwner._names.get(name)
         if other is not None and other is not cls:
             raise InvalidArgument(
                 f"kernel {name}: the name is taken by {other.__qualname__}; kernel names are "
-                "unique in a process", name, "name")
+                "unique in a process",
+                name,
+                "name",
+            )
         key = self.Key
-        if not (dataclasses.is_dataclass(key) and isinstance(key, type)
-                and key.__dataclass_params__.frozen):
+        if not (
+            dataclasses.is_dataclass(key)
+            and isinstance(key, type)
+            and key.__dataclass_params__.frozen
+        ):
             raise InvalidArgument(f"kernel {name}: Key must be a frozen dataclass", name, "Key")
         hints = typing.get_type_hints(key) if not _has_string_annotations(key) else {}
         self._fields = tuple(
@@ -93,7 +100,10 @@ class KernelOwner:
         if type(key) is not self.Key:
             raise InvalidArgument(
                 f"kernel {self.name}: dispatch returned {type(key).__name__}, not "
-                f"{self.Key.__name__}", self.name, "Key")
+                f"{self.Key.__name__}",
+                self.name,
+                "Key",
+            )
         fields = []
         for field, kind in self._fields:
             value = getattr(key, field)
@@ -143,14 +153,20 @@ def _has_string_annotations(key):
 
 def _field_kind(kernel, field, annotation):
     if isinstance(annotation, str):  # from __future__ import annotations
-        annotation = {"bool": bool, "int": int, "str": str, "DType": DType,
-                      "zerojit.DType": DType}.get(annotation, annotation)
+        annotation = {
+            "bool": bool,
+            "int": int,
+            "str": str,
+            "DType": DType,
+            "zerojit.DType": DType,
+        }.get(annotation, annotation)
     kind = _FIELD_KINDS.get(annotation)
     if kind is None:
         raise InvalidArgument(
             f"kernel {kernel}: key field '{field}' has type {annotation!r}; a key field is "
             "an int, bool, str or zerojit.DType",
-            kernel, field,
+            kernel,
+            field,
         )
     return kind
 
@@ -171,16 +187,21 @@ def _field_value(kernel, field, kind, value):
         value = value.value if ok else value
     if not ok:
         raise InvalidArgument(
-            f"kernel {kernel}: key field '{field}' must be {kind}, got {value!r}", kernel, field)
+            f"kernel {kernel}: key field '{field}' must be {kind}, got {value!r}", kernel, field
+        )
     # What the C++ key holds: a 64-bit int, a UTF-8 string.
     if kind == "int" and not -(2**63) <= value < 2**63:
         raise InvalidArgument(
-            f"kernel {kernel}: key field '{field}' must fit in 64 bits, got {value}", kernel, field)
+            f"kernel {kernel}: key field '{field}' must fit in 64 bits, got {value}", kernel, field
+        )
     if kind == "str":
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:
             raise InvalidArgument(
                 f"kernel {kernel}: key field '{field}' must be valid Unicode text (no lone "
-                f"surrogates), got {value!r}", kernel, field) from None
+                f"surrogates), got {value!r}",
+                kernel,
+                field,
+            ) from None
     return value

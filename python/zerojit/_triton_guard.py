@@ -75,8 +75,14 @@ def _install(triton):
         _report("compile", function, repr, "a Triton JIT compile of a kernel zerojit does not own")
         if previous_jit is None:
             return False  # never truthy: that would skip the compile *and* the launch
-        return previous_jit(key=key, repr=repr, fn=fn, compile=compile,
-                            is_manual_warmup=is_manual_warmup, already_compiled=already_compiled)
+        return previous_jit(
+            key=key,
+            repr=repr,
+            fn=fn,
+            compile=compile,
+            is_manual_warmup=is_manual_warmup,
+            already_compiled=already_compiled,
+        )
 
     runtime.jit_cache_hook = jit_cache_hook
 
@@ -86,8 +92,12 @@ def _install(triton):
         if getattr(_reported_here, "value", False):
             _reported_here.value = False  # the JIT path's compile, reported above
         else:
-            _report("compile", _compiled_name(), "triton.compile",
-                    "a direct triton.compile of a kernel zerojit does not own")
+            _report(
+                "compile",
+                _compiled_name(),
+                "triton.compile",
+                "a direct triton.compile of a kernel zerojit does not own",
+            )
         if previous_stages is not None:
             return previous_stages(*args, **kwargs)
         return None
@@ -104,13 +114,18 @@ def _install(triton):
                 f"Triton is loading the module of kernel {name} while the current CUDA stream "
                 "captures a graph (the driver refuses a module load during capture); run the "
                 "kernel once before capturing, or put it on zerojit (zerojit.TritonKernel), "
-                "whose warmup loads every kernel", name, "", "")
+                "whose warmup loads every kernel",
+                name,
+                "",
+                "",
+            )
         _report("load", name, "", "a Triton module load of a kernel zerojit does not own")
 
     hooks = runtime.kernel_load_start_hook
     if hasattr(hooks, "add"):
         hooks.add(kernel_load_start_hook)
     else:  # a single hook (older Triton): chained by hand
+
         def chained(*args):
             kernel_load_start_hook(*args)
             if hooks is not None:

@@ -56,10 +56,23 @@ class DType(str, enum.Enum):
 
 
 _TORCH_NAMES = {
-    "bool": "bool", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
-    "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64", "float16": "f16",
-    "bfloat16": "bf16", "float32": "f32", "float64": "f64", "float8_e4m3fn": "e4m3",
-    "float8_e5m2": "e5m2", "float4_e2m1fn_x2": "e2m1x2", "float8_e8m0fnu": "ue8m0",
+    "bool": "bool",
+    "int8": "i8",
+    "int16": "i16",
+    "int32": "i32",
+    "int64": "i64",
+    "uint8": "u8",
+    "uint16": "u16",
+    "uint32": "u32",
+    "uint64": "u64",
+    "float16": "f16",
+    "bfloat16": "bf16",
+    "float32": "f32",
+    "float64": "f64",
+    "float8_e4m3fn": "e4m3",
+    "float8_e5m2": "e5m2",
+    "float4_e2m1fn_x2": "e2m1x2",
+    "float8_e8m0fnu": "ue8m0",
 }
 _torch_map = None
 

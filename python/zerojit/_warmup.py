@@ -55,8 +55,10 @@ def _expanded(kernels=None):
         registered = {id(kernel) for kernel, _, _ in _registrations}
         for kernel in chosen:
             if id(kernel) not in registered:
-                raise ValueError(f"kernel {kernel.name} is not registered for warmup "
-                                 "(zerojit.register(kernel) first)")
+                raise ValueError(
+                    f"kernel {kernel.name} is not registered for warmup "
+                    "(zerojit.register(kernel) first)"
+                )
         selected = {id(k) for k in chosen}
     out = []
     for kernel, tag, space in _registrations:
@@ -179,9 +181,22 @@ def warmup(
     KeyboardInterrupt from on_key) stops it between keys and is raised once the keys in flight
     are done; the monitor is then not armed.
     """
-    return _run(_config_args(model, serving), True, devices, jobs, cache_dir, compile_only,
-                arch, monitor, progress, arm_monitor, compile_processes, kernels,
-                raise_on_failure, on_key)
+    return _run(
+        _config_args(model, serving),
+        True,
+        devices,
+        jobs,
+        cache_dir,
+        compile_only,
+        arch,
+        monitor,
+        progress,
+        arm_monitor,
+        compile_processes,
+        kernels,
+        raise_on_failure,
+        on_key,
+    )
 
 
 def warmup_kernels(
@@ -201,18 +216,48 @@ def warmup_kernels(
 ):
     """warmup() of the registered Python kernels only (all, or those in ``kernels``), without
     the DSv4 family; the same options and report."""
-    return _run({}, False, devices, jobs, cache_dir, compile_only, arch, monitor, progress,
-                arm_monitor, compile_processes, True if kernels is None else list(kernels),
-                raise_on_failure, on_key)
+    return _run(
+        {},
+        False,
+        devices,
+        jobs,
+        cache_dir,
+        compile_only,
+        arch,
+        monitor,
+        progress,
+        arm_monitor,
+        compile_processes,
+        True if kernels is None else list(kernels),
+        raise_on_failure,
+        on_key,
+    )
 
 
-def _run(config_args, dsv4, devices, jobs, cache_dir, compile_only, arch, monitor, progress,
-         arm_monitor, compile_processes, kernels, raise_on_failure, on_key):
+def _run(
+    config_args,
+    dsv4,
+    devices,
+    jobs,
+    cache_dir,
+    compile_only,
+    arch,
+    monitor,
+    progress,
+    arm_monitor,
+    compile_processes,
+    kernels,
+    raise_on_failure,
+    on_key,
+):
     if os.environ.get("ZEROJIT_COMPILE_WORKER"):
         raise WarmupError(
             "zerojit warmup was started while a compile worker imported a kernel's module: a "
             "script that defines Triton kernels and warms them up must do so under "
-            "`if __name__ == \"__main__\":`", [], {})
+            '`if __name__ == "__main__":`',
+            [],
+            {},
+        )
     if cache_dir is not None:
         _core.set_cache_dir(_path_bytes(cache_dir))
     if monitor is not None:
@@ -244,9 +289,15 @@ def _run(config_args, dsv4, devices, jobs, cache_dir, compile_only, arch, monito
             for k in report["keys"]
             if k["origin"] == "failed"
         ]
-        lines = "".join(f"\n  {f['kernel']} [{f['key']}] on {f['arch']}: "
-                        f"{f['error'].splitlines()[0] if f['error'] else ''}" for f in failed)
+        lines = "".join(
+            f"\n  {f['kernel']} [{f['key']}] on {f['arch']}: "
+            f"{f['error'].splitlines()[0] if f['error'] else ''}"
+            for f in failed
+        )
         raise WarmupError(
             f"warmup failed for {len(failed)} of {report['totals']['keys']} keys (the monitor "
-            f"was not armed):{lines}", failed, report)
+            f"was not armed):{lines}",
+            failed,
+            report,
+        )
     return report

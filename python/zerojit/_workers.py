@@ -96,8 +96,12 @@ class _Zygote:
         self.stderr = open(os.path.join(self.scratch, "stderr"), "w+b")  # noqa: SIM115
         self.process = subprocess.Popen(
             [sys.executable, "-c", _BOOTSTRAP, "zygote", str(theirs.fileno())],
-            pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=self.stderr, env=environment)
+            pass_fds=(theirs.fileno(),),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=self.stderr,
+            env=environment,
+        )
         theirs.close()
         self.control = ours
         self.lock = threading.Lock()
@@ -112,8 +116,11 @@ class _Zygote:
                 (pid,) = _PID.unpack(_receive(self.control, _PID.size, deadline, "a fork"))
         except (OSError, EOFError, TimeoutError) as error:
             ours.close()
-            raise WorkerFailure(self.failure(f"the compile workers' zygote did not fork a "
-                                             f"worker ({type(error).__name__})")) from None
+            raise WorkerFailure(
+                self.failure(
+                    f"the compile workers' zygote did not fork a worker ({type(error).__name__})"
+                )
+            ) from None
         finally:
             theirs.close()
         return pid, ours
@@ -154,11 +161,16 @@ class _Worker:
             return pickle.loads(_receive(self.sock, size, deadline, "reply"))
         except TimeoutError:
             self.kill()
-            raise WorkerFailure(f"the compile worker did not answer within {timeout:g} s "
-                                "(ZEROJIT_COMPILE_TIMEOUT_S); it was stopped") from None
+            raise WorkerFailure(
+                f"the compile worker did not answer within {timeout:g} s "
+                "(ZEROJIT_COMPILE_TIMEOUT_S); it was stopped"
+            ) from None
         except (EOFError, OSError):
-            raise WorkerFailure(self.zygote.failure(
-                f"the compile worker (pid {self.pid}) exited during the compile")) from None
+            raise WorkerFailure(
+                self.zygote.failure(
+                    f"the compile worker (pid {self.pid}) exited during the compile"
+                )
+            ) from None
 
     def kill(self):
         try:

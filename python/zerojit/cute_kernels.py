@@ -45,8 +45,24 @@ from ._types import DType, TensorDesc
 __all__ = ["CuteKernel", "CuteProgram", "CuteTensor", "cutedsl_version"]
 
 _SCALARS = ("i32", "i64", "f32", "f64", "bool")
-_TENSOR_TYPES = ("f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32",
-                 "u64", "bool", "e4m3", "e5m2", "ue8m0")
+_TENSOR_TYPES = (
+    "f16",
+    "bf16",
+    "f32",
+    "f64",
+    "i8",
+    "i16",
+    "i32",
+    "i64",
+    "u8",
+    "u16",
+    "u32",
+    "u64",
+    "bool",
+    "e4m3",
+    "e5m2",
+    "ue8m0",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,7 +114,9 @@ class CuteKernel(FunctionKernel):
             raise InvalidArgument(
                 f"kernel {name}: the @cute.jit function must take exactly one "
                 "`stream: cuda.CUstream` parameter (zerojit passes the call's stream there)",
-                name, "fn")
+                name,
+                "fn",
+            )
         runtime = self._source.runtime_params
         self._dispatch_names = self._call_names(self.dispatch, "dispatch")
         memoized = [param in self._dispatch_names for param in runtime]
@@ -111,9 +129,11 @@ class CuteKernel(FunctionKernel):
     __call__ = _core.cute_call_method
 
     def _resolve(self, args):
-        seen = {param: value if is_scalar(value) else TensorDesc.of(value)
-                for param, value in zip(self._source.runtime_params, args)
-                if param in self._dispatch_names}
+        seen = {
+            param: value if is_scalar(value) else TensorDesc.of(value)
+            for param, value in zip(self._source.runtime_params, args)
+            if param in self._dispatch_names
+        }
         return self.slot(self.dispatch(**seen))
 
     def _specialize(self, key_text, program):
@@ -130,19 +150,29 @@ def _tensor_spec(fail, name, tensor):
     except ValueError:
         dtype = None
     if dtype not in _TENSOR_TYPES:
-        fail(name, f"tensor '{name}' has dtype {tensor.dtype!r}, which zerojit does not pass to "
-                   "CuTeDSL")
+        fail(
+            name,
+            f"tensor '{name}' has dtype {tensor.dtype!r}, which zerojit does not pass to CuTeDSL",
+        )
     shape = tuple(tensor.shape)
     if not shape or not all(e is None or (type(e) is int and e >= 0) for e in shape):
-        fail(name, f"tensor '{name}': shape {shape!r} takes an int per static extent and None per "
-                   "dynamic one")
-    order = tuple(tensor.stride_order) if tensor.stride_order is not None else tuple(
-        range(len(shape) - 1, -1, -1))
+        fail(
+            name,
+            f"tensor '{name}': shape {shape!r} takes an int per static extent and None per "
+            "dynamic one",
+        )
+    order = (
+        tuple(tensor.stride_order)
+        if tensor.stride_order is not None
+        else tuple(range(len(shape) - 1, -1, -1))
+    )
     if sorted(order) != list(range(len(shape))):
         fail(name, f"tensor '{name}': stride_order {order!r} is no permutation of its modes")
     if tensor.dynamic_width not in (32, 64) or tensor.divisibility < 1 or tensor.assumed_align < 1:
-        fail(name, f"tensor '{name}': dynamic_width is 32 or 64, divisibility and assumed_align "
-                   "positive")
+        fail(
+            name,
+            f"tensor '{name}': dynamic_width is 32 or 64, divisibility and assumed_align positive",
+        )
     # A compact stride is dynamic when an extent inside it (a mode of lower order) is.
     by_order = sorted(range(len(shape)), key=lambda mode: order[mode])
     dynamic_strides, inner_dynamic = [], False
@@ -152,12 +182,30 @@ def _tensor_spec(fail, name, tensor):
         inner_dynamic = inner_dynamic or shape[mode] is None
     dynamic_strides.sort()
     shape_bytes = tensor.dynamic_width // 8
-    entry = {"kind": "tensor", "dtype": dtype, "shape": [-1 if e is None else e for e in shape],
-             "stride_order": list(order), "divisibility": tensor.divisibility,
-             "shape_bytes": shape_bytes, "dynamic_strides": dynamic_strides, "stride_bytes": 8,
-             "assumed_align": tensor.assumed_align}
-    spec = ("tensor", name, dtype, entry["shape"], list(order), tensor.divisibility, shape_bytes,
-            dynamic_strides, 8, tensor.assumed_align, "")
+    entry = {
+        "kind": "tensor",
+        "dtype": dtype,
+        "shape": [-1 if e is None else e for e in shape],
+        "stride_order": list(order),
+        "divisibility": tensor.divisibility,
+        "shape_bytes": shape_bytes,
+        "dynamic_strides": dynamic_strides,
+        "stride_bytes": 8,
+        "assumed_align": tensor.assumed_align,
+    }
+    spec = (
+        "tensor",
+        name,
+        dtype,
+        entry["shape"],
+        list(order),
+        tensor.divisibility,
+        shape_bytes,
+        dynamic_strides,
+        8,
+        tensor.assumed_align,
+        "",
+    )
     return entry, spec
 
 
@@ -175,8 +223,7 @@ def _specialize(kernel, key_text, source, program):
             spec.append(("stream", name, "", [], [], 1, 4, [], 8, 1, ""))
         elif kind == "runtime":
             if name not in arguments:
-                fail(name, f"the runtime parameter '{name}' has no fake in the program's "
-                           "arguments")
+                fail(name, f"the runtime parameter '{name}' has no fake in the program's arguments")
             value = arguments[name]
             if isinstance(value, CuteTensor):
                 request_arguments[name], entry = _tensor_spec(fail, name, value)
@@ -185,22 +232,31 @@ def _specialize(kernel, key_text, source, program):
                 request_arguments[name] = {"kind": "scalar", "type": value}
                 spec.append(("scalar", name, "", [], [], 1, 4, [], 8, 1, value))
             else:
-                fail(name, f"'{name}' = {value!r}: an argument is a zerojit.CuteTensor or a "
-                           f"scalar type ({', '.join(_SCALARS)})")
+                fail(
+                    name,
+                    f"'{name}' = {value!r}: an argument is a zerojit.CuteTensor or a "
+                    f"scalar type ({', '.join(_SCALARS)})",
+                )
     check_constexpr_values(fail, constexprs)
     if not isinstance(program.options, str) or "--gpu-arch" in program.options:
-        fail("options", "options are a str of further cute.compile options, without --gpu-arch "
-                        "(zerojit sets the arch)")
+        fail(
+            "options",
+            "options are a str of further cute.compile options, without --gpu-arch "
+            "(zerojit sets the arch)",
+        )
     # The exported symbols' prefix: a C identifier of the kernel and key, so that entries of
     # different keys never share symbols.
     prefix = "zj_" + hashlib.sha256(f"{kernel}\0{key_text}".encode()).hexdigest()[:24]
-    request = json.dumps({
-        "params": list(source.params),
-        "arguments": request_arguments,
-        "constexprs": dict(sorted(constexprs.items())),
-        "options": program.options,
-        "prefix": prefix,
-    }, separators=(",", ":"))
+    request = json.dumps(
+        {
+            "params": list(source.params),
+            "arguments": request_arguments,
+            "constexprs": dict(sorted(constexprs.items())),
+            "options": program.options,
+            "prefix": prefix,
+        },
+        separators=(",", ":"),
+    )
     return request.encode(), spec
 
 
@@ -219,8 +275,10 @@ def cutedsl_version(arch="sm_90a"):
     try:
         return "cutedsl-" + importlib.metadata.version("nvidia-cutlass-dsl")
     except importlib.metadata.PackageNotFoundError:
-        raise UnavailableError("nvidia-cutlass-dsl is not installed in this Python (pip install "
-                               "nvidia-cutlass-dsl==4.8.1)") from None
+        raise UnavailableError(
+            "nvidia-cutlass-dsl is not installed in this Python (pip install "
+            "nvidia-cutlass-dsl==4.8.1)"
+        ) from None
 
 
 def _runtime_library():
@@ -241,12 +299,25 @@ def _compile(kernel, key_text, function, request, arch):
     """One CuTeDSL key, compiled and exported in a worker process whose DSL was imported for
     `arch`: (object, entry prefix, record, log, s)."""
     if re.fullmatch(r"sm_\d+[a-z]?", arch) is None:
-        raise CompileError(f"kernel {kernel} [{key_text}]: '{arch}' is no CUDA arch name", kernel,
-                           key_text)
-    message = {"op": "cutedsl", "arch": arch,
-               "dsl_version": cutedsl_version(arch)[len("cutedsl-"):], **json.loads(request)}
-    return compile_in_worker(CuteKernel, kernel, key_text, arch, message, "CuTeDSL", _PRELOAD,
-                             env={"CUTE_DSL_ARCH": arch})
+        raise CompileError(
+            f"kernel {kernel} [{key_text}]: '{arch}' is no CUDA arch name", kernel, key_text
+        )
+    message = {
+        "op": "cutedsl",
+        "arch": arch,
+        "dsl_version": cutedsl_version(arch)[len("cutedsl-") :],
+        **json.loads(request),
+    }
+    return compile_in_worker(
+        CuteKernel,
+        kernel,
+        key_text,
+        arch,
+        message,
+        "CuTeDSL",
+        _PRELOAD,
+        env={"CUTE_DSL_ARCH": arch},
+    )
 
 
 def install_compiler():

@@ -263,12 +263,20 @@ def dequantize_and_gather_k_cache(
     if _reference:
         _cpu.dequant_gather(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset)
     elif _eager(out):
-        _fast.dequant_gather(out, k_cache, seq_lens, gather_lens, block_table, block_size, offset,
-                             stream, pdl)
+        _fast.dequant_gather(
+            out, k_cache, seq_lens, gather_lens, block_table, block_size, offset, stream, pdl
+        )
     else:
         _check_block_size(k_cache, block_size, "dsv4.dequant_gather")
-        _torch_ops().dequant_gather(out, k_cache, seq_lens, gather_lens, block_table,
-                                    _integer(offset, "dsv4.dequant_gather", "offset"), bool(pdl))
+        _torch_ops().dequant_gather(
+            out,
+            k_cache,
+            seq_lens,
+            gather_lens,
+            block_table,
+            _integer(offset, "dsv4.dequant_gather", "offset"),
+            bool(pdl),
+        )
 
 
 def _check_block_size(k_cache, block_size, kernel):
@@ -318,19 +326,42 @@ def fused_kv_compress_norm_rope_insert_sparse_attn(
     tensors. ``pdl``: launch with programmatic dependent launch. Writes ``k_cache`` in place;
     returns None.
     """
-    args = (state_cache, token_to_req_indices, positions, slot_mapping, block_table, block_size,
-            rms_norm_weight, rms_norm_eps, cos_sin_cache, k_cache, kv_slot_mapping,
-            kv_cache_block_size, kv_block_stride)
+    args = (
+        state_cache,
+        token_to_req_indices,
+        positions,
+        slot_mapping,
+        block_table,
+        block_size,
+        rms_norm_weight,
+        rms_norm_eps,
+        cos_sin_cache,
+        k_cache,
+        kv_slot_mapping,
+        kv_cache_block_size,
+        kv_block_stride,
+    )
     if _reference:
-        return _cpu.c4_store(*args, _default_fp8_scale(k_cache, fp8_scale), store_full_kv,
-                                   store_full_fp8)
+        return _cpu.c4_store(
+            *args, _default_fp8_scale(k_cache, fp8_scale), store_full_kv, store_full_fp8
+        )
     if _eager(state_cache):
         _fast.c4_store(*args, fp8_scale, store_full_kv, store_full_fp8, stream, pdl)
     else:
-        _torch_ops().c4_store(state_cache, token_to_req_indices, positions, slot_mapping,
-                              block_table, rms_norm_weight, float(rms_norm_eps), cos_sin_cache,
-                              k_cache, kv_slot_mapping, _default_fp8_scale(k_cache, fp8_scale),
-                              bool(pdl))
+        _torch_ops().c4_store(
+            state_cache,
+            token_to_req_indices,
+            positions,
+            slot_mapping,
+            block_table,
+            rms_norm_weight,
+            float(rms_norm_eps),
+            cos_sin_cache,
+            k_cache,
+            kv_slot_mapping,
+            _default_fp8_scale(k_cache, fp8_scale),
+            bool(pdl),
+        )
     return None
 
 
@@ -384,17 +415,36 @@ def sparse_attn_norm_rope_store(
     ``k_cache`` (fp8_ds_mla pages or full rows, picked by its dtype as for C4). Writes
     ``k_cache`` in place; returns None.
     """
-    args = (compressed_kv, positions, slot_mapping, rms_norm_weight, rms_norm_eps, cos_sin_cache,
-            k_cache, kv_slot_mapping, kv_cache_block_size, kv_block_stride)
+    args = (
+        compressed_kv,
+        positions,
+        slot_mapping,
+        rms_norm_weight,
+        rms_norm_eps,
+        cos_sin_cache,
+        k_cache,
+        kv_slot_mapping,
+        kv_cache_block_size,
+        kv_block_stride,
+    )
     if _reference:
-        return _cpu.c128_store(*args, _default_fp8_scale(k_cache, fp8_scale), store_full_kv,
-                                     store_full_fp8)
+        return _cpu.c128_store(
+            *args, _default_fp8_scale(k_cache, fp8_scale), store_full_kv, store_full_fp8
+        )
     if _eager(compressed_kv):
         _fast.c128_store(*args, fp8_scale, store_full_kv, store_full_fp8, stream)
     else:
-        _torch_ops().c128_store(compressed_kv, positions, slot_mapping, rms_norm_weight,
-                                float(rms_norm_eps), cos_sin_cache, k_cache, kv_slot_mapping,
-                                _default_fp8_scale(k_cache, fp8_scale))
+        _torch_ops().c128_store(
+            compressed_kv,
+            positions,
+            slot_mapping,
+            rms_norm_weight,
+            float(rms_norm_eps),
+            cos_sin_cache,
+            k_cache,
+            kv_slot_mapping,
+            _default_fp8_scale(k_cache, fp8_scale),
+        )
     return None
 
 
@@ -428,10 +478,27 @@ def split_kv_compress_norm_rope_insert_sparse_attn(
     """
     if not _reference and _eager(state_cache):
         # Both launches in one call.
-        _fast.c128_split(state_cache, token_to_req_indices, positions, slot_mapping, block_table,
-                         block_size, compressed_kv, rms_norm_weight, rms_norm_eps, cos_sin_cache,
-                         k_cache, kv_slot_mapping, kv_cache_block_size, kv_block_stride,
-                         fp8_scale, store_full_kv, store_full_fp8, stream, pdl)
+        _fast.c128_split(
+            state_cache,
+            token_to_req_indices,
+            positions,
+            slot_mapping,
+            block_table,
+            block_size,
+            compressed_kv,
+            rms_norm_weight,
+            rms_norm_eps,
+            cos_sin_cache,
+            k_cache,
+            kv_slot_mapping,
+            kv_cache_block_size,
+            kv_block_stride,
+            fp8_scale,
+            store_full_kv,
+            store_full_fp8,
+            stream,
+            pdl,
+        )
         return None
     compressed = sparse_attn_compress_c128(
         state_cache,
@@ -555,8 +622,7 @@ def compress_norm_rope_store(
         )
     if use_fp4_cache:
         raise _errors.InvalidArgument(
-            "dsv4.compressor: argument 'use_fp4_cache': the FP4 cache layout has no zerojit "
-            "kernel",
+            "dsv4.compressor: argument 'use_fp4_cache': the FP4 cache layout has no zerojit kernel",
             "dsv4.compressor",
             "use_fp4_cache",
         )
@@ -647,19 +713,34 @@ def pack_dcp_topk_candidates(
     allocated when None. ``pdl``: launch with programmatic dependent launch. Returns ``packed``.
     """
     if not _reference and _eager(logits):
-        return _fast.dcp_pack(logits, topk_indices, packed, dcp_rank, dcp_world_size,
-                              cp_interleave, row_starts, pdl, stream)
+        return _fast.dcp_pack(
+            logits,
+            topk_indices,
+            packed,
+            dcp_rank,
+            dcp_world_size,
+            cp_interleave,
+            row_starts,
+            pdl,
+            stream,
+        )
     kernel = "dsv4.dcp_pack"
     if packed is None:
         rows, topk = shape_of(topk_indices, kernel, "topk_indices", 2)
         packed = empty(logits, (rows, topk, 2), "f32")
     if _reference:
-        _cpu.dcp_pack(logits, topk_indices, packed, dcp_rank, dcp_world_size, cp_interleave,
-                      row_starts)
+        _cpu.dcp_pack(
+            logits, topk_indices, packed, dcp_rank, dcp_world_size, cp_interleave, row_starts
+        )
     else:
-        _torch_ops().dcp_pack(logits, topk_indices, packed,
-                              _integer(dcp_rank, kernel, "dcp_rank"),
-                              _integer(dcp_world_size, kernel, "dcp_world_size"),
-                              _integer(cp_interleave, kernel, "cp_interleave"), row_starts,
-                              bool(pdl))
+        _torch_ops().dcp_pack(
+            logits,
+            topk_indices,
+            packed,
+            _integer(dcp_rank, kernel, "dcp_rank"),
+            _integer(dcp_world_size, kernel, "dcp_world_size"),
+            _integer(cp_interleave, kernel, "cp_interleave"),
+            row_starts,
+            bool(pdl),
+        )
     return packed

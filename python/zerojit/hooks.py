@@ -35,13 +35,23 @@ _monitor_callback = None
 
 
 def _on_log(level, component, message):
-    LOGGER.log(_LEVELS.get(level, logging.WARNING), "%s: %s", component, message,
-               extra={"zerojit_component": component})
+    LOGGER.log(
+        _LEVELS.get(level, logging.WARNING),
+        "%s: %s",
+        component,
+        message,
+        extra={"zerojit_component": component},
+    )
 
 
 def _on_event(kind, kernel, key, descriptors):
-    LOGGER.debug("monitor event: %s of %s [%s]%s", kind, kernel, key,
-                 f" ({descriptors})" if descriptors else "")
+    LOGGER.debug(
+        "monitor event: %s of %s [%s]%s",
+        kind,
+        kernel,
+        key,
+        f" ({descriptors})" if descriptors else "",
+    )
     callback = _monitor_callback
     if callback is not None:
         callback({"kind": kind, "kernel": kernel, "key": key, "descriptors": descriptors})
@@ -94,7 +104,8 @@ def monitor_mode_from_vllm(value):
     key = value.strip().lower() if isinstance(value, str) else value
     if key not in _VLLM_MODES:
         raise ValueError(
-            f"--jit-monitor-mode={value!r} has no zerojit monitor mode (off, warn or error)")
+            f"--jit-monitor-mode={value!r} has no zerojit monitor mode (off, warn or error)"
+        )
     return _VLLM_MODES[key]
 
 

@@ -89,8 +89,13 @@ class Program:
                 continue  # a toolkit or system header, or one already read
             headers[name] = read(full)
             pending.extend(_INCLUDE.findall(headers[name]))
-        return cls(source=source, function=function, path=os.path.relpath(file, root),
-                   headers=headers, **kwargs)
+        return cls(
+            source=source,
+            function=function,
+            path=os.path.relpath(file, root),
+            headers=headers,
+            **kwargs,
+        )
 
 
 class Launch(typing.NamedTuple):
@@ -111,6 +116,7 @@ _DISPATCH_MEMO = 4096  # descriptor tuples remembered per kernel
 def _is_scalar(value):
     return value is None or isinstance(value, numbers.Number)
 
+
 _PARAM_KINDS = ("tensor", "i32", "i64", "u32", "u64", "f32", "f64", "bool", "pointer")
 
 
@@ -123,19 +129,21 @@ class Kernel(KernelOwner):
         name = self.name
         params = []
         for entry in self.params:
-            if (not isinstance(entry, tuple) or len(entry) != 2
-                    or entry[1] not in _PARAM_KINDS):
+            if not isinstance(entry, tuple) or len(entry) != 2 or entry[1] not in _PARAM_KINDS:
                 raise InvalidArgument(
                     f"kernel {name}: parameter {entry!r} must be (name, kind) with kind one of "
-                    f"{', '.join(_PARAM_KINDS)}", name, "params")
+                    f"{', '.join(_PARAM_KINDS)}",
+                    name,
+                    "params",
+                )
             params.append((str(entry[0]), entry[1]))
         self._core.set_params(params)
         self._capsule = self._core.capsule
         self._dispatched = {}  # descriptors -> (key, slot)
         dispatch_params = inspect.signature(self.dispatch).parameters.values()
         self._described = sum(
-            1 for p in dispatch_params
-            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+            1 for p in dispatch_params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        )
 
     # --- What the owner writes ----------------------------------------------------------------
     def program(self, key):
@@ -149,8 +157,9 @@ class Kernel(KernelOwner):
         """Dispatches, plans and launches; returns the plan's ``result``. ``stream``: None
         (the tensors' current stream), a CUstream handle or an object with .cuda_stream."""
         # Tensors (any DLPack producer) reach dispatch as descriptors, scalars as their values.
-        descriptors = tuple([a if _is_scalar(a) else TensorDesc.of(a)
-                             for a in args[: self._described]])
+        descriptors = tuple(
+            [a if _is_scalar(a) else TensorDesc.of(a) for a in args[: self._described]]
+        )
         # Dispatch is pure (the contract), so its result is memoized per descriptors: a
         # repeated shape costs a dict lookup, not a Python dispatch. Bounded: a workload of
         # ever-new shapes (a sweep) starts over rather than growing without limit.
@@ -163,8 +172,15 @@ class Kernel(KernelOwner):
             self._dispatched[descriptors] = dispatched
         key, slot = dispatched
         launch = self.plan(key, *args)
-        _core.launch(self._capsule, slot, launch.grid, launch.block, launch.shared_memory,
-                     stream, launch.args)
+        _core.launch(
+            self._capsule,
+            slot,
+            launch.grid,
+            launch.block,
+            launch.shared_memory,
+            stream,
+            launch.args,
+        )
         return launch.result
 
     def _intern(self, key, fields):
@@ -172,10 +188,19 @@ class Kernel(KernelOwner):
         if not isinstance(program, Program):
             raise InvalidArgument(
                 f"kernel {self.name}: program() returned {type(program).__name__}, not "
-                "zerojit.Program", self.name, "program")
+                "zerojit.Program",
+                self.name,
+                "program",
+            )
         files = [(program.path, program.source)]
         files += [(path, text) for path, text in program.headers.items() if path != program.path]
         return self._core.intern(
-            fields, program.path, files, program.function, program.key_as,
-            program.macro_prefix, [str(o) for o in program.options],
-            bool(program.toolkit_headers))
+            fields,
+            program.path,
+            files,
+            program.function,
+            program.key_as,
+            program.macro_prefix,
+            [str(o) for o in program.options],
+            bool(program.toolkit_headers),
+        )

@@ -26,7 +26,7 @@ __all__ = [
 
 
 def mode():
-    """"off", "warn" or "error"."""
+    """ "off", "warn" or "error"."""
     return _core.monitor_mode()
 
 

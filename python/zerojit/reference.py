@@ -73,7 +73,12 @@ def compare_ds_mla_rows(expected, actual, page_stride_bytes, kv_cache_block_size
 
 
 def compare_full_rows(
-    expected, actual, page_stride_bytes, row_stride_bytes, kv_cache_block_size, kv_slots,
+    expected,
+    actual,
+    page_stride_bytes,
+    row_stride_bytes,
+    kv_cache_block_size,
+    kv_slots,
     store_full_fp8,
 ):
     """As compare_ds_mla_rows, for full-row caches (bf16, or e4m3 with ``store_full_fp8``);

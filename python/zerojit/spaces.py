@@ -26,10 +26,10 @@ def next_power_of_two(value):
 
 
 class Expansion(typing.NamedTuple):
-    keys: list          # distinct keys, in first-seen order
-    dead_axes: list     # axes of >= 2 values that never change the key
-    points: int         # points in the product
-    filtered_out: int   # points a filter dropped
+    keys: list  # distinct keys, in first-seen order
+    dead_axes: list  # axes of >= 2 values that never change the key
+    points: int  # points in the product
+    filtered_out: int  # points a filter dropped
 
 
 class Space:

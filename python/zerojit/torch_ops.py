@@ -28,12 +28,12 @@ LIBRARY = torch_library.Library("zerojit", "FRAGMENT")
 
 
 def _indexer_q_fp8(positions, q, cos_sin_cache, weights, scale, q_fp8, weights_out, pdl=False):
-    _fast.indexer_q_fp8(positions, q, cos_sin_cache, weights, scale, q_fp8, weights_out, None,
-                        pdl)
+    _fast.indexer_q_fp8(positions, q, cos_sin_cache, weights, scale, q_fp8, weights_out, None, pdl)
 
 
-def _indexer_q_mxfp4(positions, q, cos_sin_cache, weights, scale, q_packed, q_scale, weights_out,
-                     pdl=False):
+def _indexer_q_mxfp4(
+    positions, q, cos_sin_cache, weights, scale, q_packed, q_scale, weights_out, pdl=False
+):
     _fast.indexer_q_mxfp4(
         positions, q, cos_sin_cache, weights, scale, q_packed, q_scale, weights_out, None, pdl
     )
@@ -43,20 +43,63 @@ def _dequant_gather(out, k_cache, seq_lens, gather_lens, block_table, offset, pd
     _fast.dequant_gather(out, k_cache, seq_lens, gather_lens, block_table, None, offset, None, pdl)
 
 
-def _c4_store(state, requests, positions, slots, table, weight, eps, cos_sin, cache, kv_slots,
-              fp8_scale, pdl=False):
-    _fast.c4_store(state, requests, positions, slots, table, None, weight, eps, cos_sin, cache,
-                   kv_slots, None, None, fp8_scale, None, None, None, pdl)
+def _c4_store(
+    state,
+    requests,
+    positions,
+    slots,
+    table,
+    weight,
+    eps,
+    cos_sin,
+    cache,
+    kv_slots,
+    fp8_scale,
+    pdl=False,
+):
+    _fast.c4_store(
+        state,
+        requests,
+        positions,
+        slots,
+        table,
+        None,
+        weight,
+        eps,
+        cos_sin,
+        cache,
+        kv_slots,
+        None,
+        None,
+        fp8_scale,
+        None,
+        None,
+        None,
+        pdl,
+    )
 
 
 def _c128_compress(state, requests, positions, slots, table, compressed_kv):
     _fast.c128_compress(state, requests, positions, slots, table, None, compressed_kv, None)
 
 
-def _c128_store(compressed_kv, positions, slots, weight, eps, cos_sin, cache, kv_slots,
-                fp8_scale):
-    _fast.c128_store(compressed_kv, positions, slots, weight, eps, cos_sin, cache, kv_slots, None,
-                     None, fp8_scale, None, None, None)
+def _c128_store(compressed_kv, positions, slots, weight, eps, cos_sin, cache, kv_slots, fp8_scale):
+    _fast.c128_store(
+        compressed_kv,
+        positions,
+        slots,
+        weight,
+        eps,
+        cos_sin,
+        cache,
+        kv_slots,
+        None,
+        None,
+        fp8_scale,
+        None,
+        None,
+        None,
+    )
 
 
 def _declared(name, schema):
@@ -69,7 +112,7 @@ def _declared(name, schema):
     defaults = [part.split("=", 1)[1] == "True" if "=" in part else None for part in declared]
 
     def implementation(*args):
-        function(*args, *defaults[len(args):], None)
+        function(*args, *defaults[len(args) :], None)
 
     return implementation
 

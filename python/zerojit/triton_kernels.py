@@ -48,9 +48,22 @@ SUPPORTED_TRITON = ("3.5", "3.6")
 
 # Triton's element types -> zerojit's, for the dtype a pointer was compiled for.
 _POINTEES = {
-    "i1": "bool", "i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64", "u8": "u8",
-    "u16": "u16", "u32": "u32", "u64": "u64", "fp16": "f16", "bf16": "bf16", "fp32": "f32",
-    "fp64": "f64", "fp8e4nv": "e4m3", "fp8e5": "e5m2", "fp8e8m0": "ue8m0",
+    "i1": "bool",
+    "i8": "i8",
+    "i16": "i16",
+    "i32": "i32",
+    "i64": "i64",
+    "u8": "u8",
+    "u16": "u16",
+    "u32": "u32",
+    "u64": "u64",
+    "fp16": "f16",
+    "bf16": "bf16",
+    "fp32": "f32",
+    "fp64": "f64",
+    "fp8e4nv": "e4m3",
+    "fp8e5": "e5m2",
+    "fp8e8m0": "ue8m0",
 }
 _INTEGERS = ("i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64")
 _FLOATS = ("fp16", "bf16", "fp32", "fp64")
@@ -142,10 +155,16 @@ class TritonKernel(FunctionKernel):
 def _grid_tuple(kernel, grid):
     if isinstance(grid, int) and not isinstance(grid, bool):
         grid = (grid,)
-    if (not isinstance(grid, (tuple, list)) or not 1 <= len(grid) <= 3
-            or not all(isinstance(g, int) and not isinstance(g, bool) for g in grid)):
-        raise InvalidArgument(f"kernel {kernel}: grid() must return an int or a tuple of 1 to 3 "
-                              f"ints, got {grid!r}", kernel, "grid")
+    if (
+        not isinstance(grid, (tuple, list))
+        or not 1 <= len(grid) <= 3
+        or not all(isinstance(g, int) and not isinstance(g, bool) for g in grid)
+    ):
+        raise InvalidArgument(
+            f"kernel {kernel}: grid() must return an int or a tuple of 1 to 3 ints, got {grid!r}",
+            kernel,
+            "grid",
+        )
     return tuple(grid)
 
 
@@ -164,10 +183,13 @@ def _specialize(kernel, key_text, source, program):
             fail(name, f"'{name}' is a tl.constexpr parameter; give its value in constexprs")
     for name in source.runtime_params:
         if (name in signature) == (name in constexprs):
-            fail(name, f"the runtime parameter '{name}' needs a type in the program's signature "
-                       "or (to compile it as a constant) a value in its constexprs, not both"
-                       if name in signature else
-                       f"the runtime parameter '{name}' has no type in the program's signature")
+            fail(
+                name,
+                f"the runtime parameter '{name}' needs a type in the program's signature "
+                "or (to compile it as a constant) a value in its constexprs, not both"
+                if name in signature
+                else f"the runtime parameter '{name}' has no type in the program's signature",
+            )
     check_constexpr_values(fail, constexprs)
     for name, value in program.options.items():
         check = _OPTIONS.get(name)
@@ -179,19 +201,28 @@ def _specialize(kernel, key_text, source, program):
     if divisible is None:
         divisible = [n for n, t in signature.items() if t.startswith("*")]
     for name in divisible:
-        if name not in signature or not (signature[name].startswith("*")
-                                          or signature[name] in _INTEGERS):
-            fail(name, f"divisible_by_16 names '{name}', which is no pointer or integer "
-                       "parameter of the signature")
-    spec = [_argument_spec(fail, name, signature, constexprs, divisible)
-            for name in source.runtime_params]
+        if name not in signature or not (
+            signature[name].startswith("*") or signature[name] in _INTEGERS
+        ):
+            fail(
+                name,
+                f"divisible_by_16 names '{name}', which is no pointer or integer "
+                "parameter of the signature",
+            )
+    spec = [
+        _argument_spec(fail, name, signature, constexprs, divisible)
+        for name in source.runtime_params
+    ]
     full = {name: ("constexpr" if name in constexprs else signature[name]) for name in params}
-    request = json.dumps({
-        "signature": full,
-        "constexprs": dict(sorted(constexprs.items())),
-        "divisible": sorted(divisible),
-        "options": dict(sorted(program.options.items())),
-    }, separators=(",", ":"))
+    request = json.dumps(
+        {
+            "signature": full,
+            "constexprs": dict(sorted(constexprs.items())),
+            "divisible": sorted(divisible),
+            "options": dict(sorted(program.options.items())),
+        },
+        separators=(",", ":"),
+    )
     return request.encode(), spec
 
 
@@ -200,18 +231,30 @@ def _argument_spec(fail, name, signature, constexprs, divisible):
     if name in constexprs:
         value = constexprs[name]
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            fail(name, f"runtime parameter '{name}' can be compiled as None or an integer "
-                       f"constant, not {value!r}")
-        return (name, "constant", "constexpr", "", False, value is None,
-                0 if value is None else value)
+            fail(
+                name,
+                f"runtime parameter '{name}' can be compiled as None or an integer "
+                f"constant, not {value!r}",
+            )
+        return (
+            name,
+            "constant",
+            "constexpr",
+            "",
+            False,
+            value is None,
+            0 if value is None else value,
+        )
     kind_type = signature[name]
     if not isinstance(kind_type, str):
         fail(name, f"the type of '{name}' must be a str such as '*fp32' or 'i32'")
     if kind_type.startswith("*"):
         element = kind_type[2:] if kind_type.startswith("*k") else kind_type[1:]
         if element not in _POINTEES:
-            fail(name, f"'{kind_type}' points to no element type zerojit knows "
-                       f"({', '.join(_POINTEES)})")
+            fail(
+                name,
+                f"'{kind_type}' points to no element type zerojit knows ({', '.join(_POINTEES)})",
+            )
         return (name, "pointer", kind_type, _POINTEES[element], name in divisible, False, 0)
     if kind_type in _INTEGERS:
         return (name, "integer", kind_type, "", name in divisible, False, 0)
@@ -219,8 +262,11 @@ def _argument_spec(fail, name, signature, constexprs, divisible):
         return (name, "floating", kind_type, "", False, False, 0)
     if kind_type in _BOOLEANS:
         return (name, "boolean", kind_type, "", False, False, 0)
-    fail(name, f"'{kind_type}' is no Triton parameter type zerojit launches (pointers '*fp32', "
-               f"integers {', '.join(_INTEGERS)}, floats {', '.join(_FLOATS)}, 'i1')")
+    fail(
+        name,
+        f"'{kind_type}' is no Triton parameter type zerojit launches (pointers '*fp32', "
+        f"integers {', '.join(_INTEGERS)}, floats {', '.join(_FLOATS)}, 'i1')",
+    )
 
 
 # --- The compiler zerojit's core calls for Triton keys ------------------------------------------
@@ -235,8 +281,9 @@ _installed = False
 def _capability(arch):
     match = re.fullmatch(r"sm_(\d+)[a-z]?", arch)
     if match is None:
-        raise InvalidArgument(f"'{arch}' is no CUDA arch name (sm_90a, sm_100a, ...)", "triton",
-                              "arch")
+        raise InvalidArgument(
+            f"'{arch}' is no CUDA arch name (sm_90a, sm_100a, ...)", "triton", "arch"
+        )
     return int(match.group(1))
 
 
@@ -253,11 +300,14 @@ def triton_version(arch="sm_90a"):
     except (importlib.metadata.PackageNotFoundError, ImportError, ValueError):
         version, spec = None, None
     if version is None or spec is None or not spec.submodule_search_locations:
-        raise UnavailableError("Triton is not installed in this Python (zerojit compiles Triton "
-                               f"{', '.join(SUPPORTED_TRITON)}; pip install triton==3.6.0)")
+        raise UnavailableError(
+            "Triton is not installed in this Python (zerojit compiles Triton "
+            f"{', '.join(SUPPORTED_TRITON)}; pip install triton==3.6.0)"
+        )
     if not version.startswith(SUPPORTED_TRITON):
-        raise UnavailableError(f"Triton {version} is installed; zerojit launches Triton "
-                               f"{', '.join(SUPPORTED_TRITON)}")
+        raise UnavailableError(
+            f"Triton {version} is installed; zerojit launches Triton {', '.join(SUPPORTED_TRITON)}"
+        )
     # Triton picks ptxas by arch, an explicit path first (triton/knobs.py, env_nvidia_tool).
     blackwell = _capability(arch) >= 100
     tool = "ptxas-blackwell" if blackwell else "ptxas"
@@ -279,8 +329,9 @@ def triton_version(arch="sm_90a"):
 
 def _ptxas_version(path):
     try:
-        output = subprocess.run([path, "--version"], capture_output=True, timeout=60,
-                                check=True).stdout.decode("utf-8", "replace")
+        output = subprocess.run(
+            [path, "--version"], capture_output=True, timeout=60, check=True
+        ).stdout.decode("utf-8", "replace")
     except (OSError, subprocess.SubprocessError):
         return None
     match = re.search(r"V(\d+\.\d+\.\d+)", output) or re.search(r"release (\d+\.\d+)", output)
@@ -289,8 +340,12 @@ def _ptxas_version(path):
 
 def _compile(kernel, key_text, function, request, arch):
     """One Triton key, compiled in a worker process: (cubin, entry, launch record, log, s)."""
-    message = {"op": "triton", "capability": _capability(arch),
-               "triton_version": importlib.metadata.version("triton"), **json.loads(request)}
+    message = {
+        "op": "triton",
+        "capability": _capability(arch),
+        "triton_version": importlib.metadata.version("triton"),
+        **json.loads(request),
+    }
     return compile_in_worker(TritonKernel, kernel, key_text, arch, message, "Triton", _PRELOAD)
 
 
