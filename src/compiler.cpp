@@ -47,22 +47,17 @@ struct NvrtcApi {
 constexpr NvrtcResult kNvrtcSuccess = 0;
 constexpr NvrtcResult kNvrtcCompilationError = 6;
 
-const char* env(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0' ? value : nullptr;
-}
-
 // A variable that names a place explicitly and points nowhere is an error, not a hint to skip:
 // the search would otherwise quietly find another toolkit (or none) than the one asked for.
 std::optional<std::string> explicit_variable_problem() {
   std::error_code ec;
-  if (const char* library = env("ZEROJIT_NVRTC_LIBRARY")) {
+  if (const char* library = detail::environment_text("ZEROJIT_NVRTC_LIBRARY")) {
     if (!fs::is_regular_file(library, ec)) {
       return std::string("ZEROJIT_NVRTC_LIBRARY=") + library +
              " is not a file; point it to libnvrtc.so.13 or unset it";
     }
   }
-  if (const char* home = env("CUDA_HOME")) {
+  if (const char* home = detail::environment_text("CUDA_HOME")) {
     if (!fs::is_directory(home, ec)) {
       return std::string("CUDA_HOME=") + home +
              " is not a directory; point it to the CUDA toolkit's root or unset it";
@@ -75,9 +70,9 @@ std::optional<std::string> explicit_variable_problem() {
 // /usr/local/cuda.
 std::vector<fs::path> toolkit_roots() {
   std::vector<fs::path> roots;
-  if (const char* home = env("CUDA_HOME")) roots.emplace_back(home);
-  if (const char* path = env("CUDA_PATH")) roots.emplace_back(path);
-  if (const char* search = env("PATH")) {
+  if (const char* home = detail::environment_text("CUDA_HOME")) roots.emplace_back(home);
+  if (const char* path = detail::environment_text("CUDA_PATH")) roots.emplace_back(path);
+  if (const char* search = detail::environment_text("PATH")) {
     std::string_view rest(search);
     while (!rest.empty()) {
       const std::size_t colon = rest.find(':');
@@ -122,7 +117,7 @@ NvrtcState load_nvrtc() {
   NvrtcState state;
   if (nvrtc_disabled()) {
     state.reason = std::string("NVRTC is disabled (ZEROJIT_NVRTC_DISABLE=") +
-                   std::getenv("ZEROJIT_NVRTC_DISABLE") + ")";
+                   detail::environment_text("ZEROJIT_NVRTC_DISABLE") + ")";
     return state;
   }
   if (auto problem = explicit_variable_problem()) {
@@ -132,7 +127,7 @@ NvrtcState load_nvrtc() {
   void* library = nullptr;
   const std::string path = nvrtc_library_path();
   if (!path.empty()) library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (library == nullptr && env("ZEROJIT_NVRTC_LIBRARY") != nullptr) {
+  if (library == nullptr && detail::environment_text("ZEROJIT_NVRTC_LIBRARY") != nullptr) {
     const char* error = dlerror();
     state.reason = std::string("NVRTC not loaded: ZEROJIT_NVRTC_LIBRARY=") + path +
                    " cannot be loaded (" + (error ? error : "unknown error") +
@@ -283,7 +278,8 @@ std::string nvrtc_library_path() {
   if (nvrtc_disabled()) return {};
   std::error_code ec;
   if (explicit_variable_problem()) return {};
-  if (const char* explicit_path = env("ZEROJIT_NVRTC_LIBRARY")) return explicit_path;
+  if (const char* explicit_path = detail::environment_text("ZEROJIT_NVRTC_LIBRARY"))
+    return explicit_path;
   for (const fs::path& root : toolkit_roots()) {
     for (const char* soname : kNvrtcSonames) {
       for (const char* lib : {"lib64", "lib"}) {

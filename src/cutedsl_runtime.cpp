@@ -7,6 +7,7 @@
 #include <mutex>
 #include <vector>
 
+#include "environment.hpp"
 #include "zerojit/error.hpp"
 
 namespace zerojit::cutedsl {
@@ -35,7 +36,7 @@ bool resolve(void* library, Fn& slot, const char* name) {
 // The candidates in order: $ZEROJIT_CUTE_DSL_RUNTIME, the configured path, the loader's search.
 std::vector<std::string> candidates(const std::string& configured) {
   std::vector<std::string> out;
-  if (const char* variable = std::getenv("ZEROJIT_CUTE_DSL_RUNTIME"); variable && *variable) {
+  if (const char* variable = detail::environment_text("ZEROJIT_CUTE_DSL_RUNTIME")) {
     out.emplace_back(variable);
   }
   if (!configured.empty()) out.push_back(configured);

@@ -11,6 +11,11 @@
 
 namespace zerojit::detail {
 
+const char* environment_text(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? value : nullptr;
+}
+
 bool environment_flag(const char* name, bool unset) {
   const char* raw = std::getenv(name);
   if (raw == nullptr) return unset;

@@ -1,8 +1,13 @@
-// Reading the yes/no environment variables (ZEROJIT_NVRTC_DISABLE, ZEROJIT_MONITOR_VERBOSE,
-// ZEROJIT_CACHE_ALLOW_SHARED, and the Python module's), one rule for all of them.
+// Reading the library's environment variables, one rule for each kind: text (the caches' roots
+// and limits, the Redis settings, the toolkit's paths) and yes/no (ZEROJIT_NVRTC_DISABLE,
+// ZEROJIT_MONITOR_VERBOSE, ZEROJIT_CACHE_ALLOW_SHARED, and the Python module's).
 #pragma once
 
 namespace zerojit::detail {
+
+// The variable's value, or null when it is unset or empty: an empty variable means "not set",
+// as a shell's `VAR= command` intends.
+const char* environment_text(const char* name);
 
 // Unset: `unset` (no, for every variable of the library). Empty, 0, false, no, off (any case):
 // false; 1, true, yes, on: true. Anything else is read as `unset` and warned about once per

@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -29,6 +33,107 @@ class ClaimedHere {
   }
 };
 
+using ArtifactPtr = std::shared_ptr<const CompiledArtifact>;
+using ArtifactFutures = std::map<ProgramIdentity, std::shared_future<ArtifactPtr>>;
+
+// Single flight within the process: the first thread for an identity claims it (installs a
+// future) and must settle the claim, with the artifact or with its failure; the others wait
+// on the future.
+class ArtifactClaim {
+ public:
+  ArtifactClaim(std::mutex& mutex, ArtifactFutures& artifacts, const ProgramIdentity& identity)
+      : mutex_(mutex), artifacts_(artifacts), identity_(identity) {
+    {
+      std::lock_guard lock(mutex_);
+      if (auto it = artifacts_.find(identity_); it != artifacts_.end()) {
+        pending_ = it->second;
+      } else {
+        promise_.emplace();
+        artifacts_.emplace(identity_, promise_->get_future().share());
+      }
+    }
+    if (promise_) claimed_here_.emplace(identity_);
+  }
+  ArtifactClaim(const ArtifactClaim&) = delete;
+  ArtifactClaim& operator=(const ArtifactClaim&) = delete;
+
+  // Whether this call owns the claim (else another call does, and wait_for_owner applies).
+  bool owned() const { return promise_.has_value(); }
+
+  // The owner is this very thread, further up its stack, and has not settled yet.
+  bool would_wait_for_itself() const {
+    return !promise_ && ClaimedHere::holds(identity_) &&
+           pending_.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
+  }
+
+  ArtifactPtr wait_for_owner() const { return pending_.get(); }
+
+  void fulfil(const ArtifactPtr& artifact) {
+    if (!promise_) return;
+    promise_->set_value(artifact);
+    promise_.reset();
+  }
+
+  // Lets waiters see the failure in flight, and forgets it so that a later call can try again.
+  void abandon() {
+    if (!promise_) return;
+    promise_->set_exception(std::current_exception());
+    promise_.reset();
+    std::lock_guard lock(mutex_);
+    artifacts_.erase(identity_);
+  }
+
+ private:
+  std::mutex& mutex_;
+  ArtifactFutures& artifacts_;
+  const ProgramIdentity& identity_;
+  std::optional<std::promise<ArtifactPtr>> promise_;
+  std::shared_future<ArtifactPtr> pending_;
+  std::optional<ClaimedHere> claimed_here_;
+};
+
+// The miss is counted before the capture check so that a refused launch still shows as one.
+void count_launch_miss(KernelStats& stats, Runtime& runtime, const std::string& kernel,
+                       const Program& program, cuda::Stream stream,
+                       const DescriptorText& descriptors) {
+  stats.misses.fetch_add(1, std::memory_order_relaxed);
+  if (runtime.backend().is_capturing(stream)) {
+    throw RuntimeJitError(kernel, program.key_text, descriptors(),
+                          "a compile or module load was requested while the stream is "
+                          "capturing a CUDA graph; warm this key up before capturing");
+  }
+}
+
+// Reported before the work is done, so that the monitor's error mode refuses it undone.
+void report_runtime_jit(KernelStats& stats, JitEventKind kind, const std::string& kernel,
+                        const std::string& key_text, const DescriptorText& descriptors) {
+  Monitor& monitor = Monitor::instance();
+  if (!monitor.armed()) return;
+  stats.runtime_jit.fetch_add(1, std::memory_order_relaxed);
+  monitor.on_jit(JitEvent{kind, kernel, key_text, descriptors()});
+}
+
+// Null when the store holds no verified artifact for the identity.
+ArtifactPtr load_from_store(ArtifactStore& store, const ProgramIdentity& identity,
+                            KernelStats& stats) {
+  std::optional<CompiledArtifact> found = store.find(identity);
+  if (!found) return nullptr;
+  auto artifact = std::make_shared<const CompiledArtifact>(std::move(*found));
+  stats.disk_loads.fetch_add(1, std::memory_order_relaxed);
+  return artifact;
+}
+
+ArtifactPtr compile_and_publish(Runtime& runtime, ArtifactStore* store, const Program& program,
+                                std::string_view arch, const ProgramIdentity& identity,
+                                KernelStats& stats) {
+  auto compiled = std::make_shared<CompiledArtifact>(runtime.compile(program, arch, identity));
+  stats.compiles.fetch_add(1, std::memory_order_relaxed);
+  stats.compile_nanoseconds.fetch_add(static_cast<std::uint64_t>(compiled->compile_seconds * 1e9),
+                                      std::memory_order_relaxed);
+  if (store) store->publish(*compiled);
+  return compiled;
+}
+
 }  // namespace
 
 KernelBase::KernelBase(std::string name, const EmbeddedFileSet* files)
@@ -46,103 +151,54 @@ KernelBase::Acquired KernelBase::acquire(const Acquire& request) {
   Runtime& runtime = Runtime::instance();
   const Program& program = *request.program;
   if (request.launching) {
-    stats_.misses.fetch_add(1, std::memory_order_relaxed);
-    if (runtime.backend().is_capturing(request.stream)) {
-      throw RuntimeJitError(name_, program.key_text, request.descriptors(),
-                            "a compile or module load was requested while the stream is "
-                            "capturing a CUDA graph; warm this key up before capturing");
-    }
+    count_launch_miss(stats_, runtime, name_, program, request.stream, request.descriptors);
   }
   validate_arch(request.arch);
   const ProgramIdentity identity = compute_identity(
       program, request.arch, runtime.compiler_version(program.language, request.arch));
 
-  // Single flight within the process: the first thread for an identity claims it (installs a
-  // future) and finds or compiles the artifact; the others wait on the future.
   Acquired acquired;
-  std::optional<std::promise<std::shared_ptr<const CompiledArtifact>>> claim;
-  std::shared_future<std::shared_ptr<const CompiledArtifact>> pending;
-  {
-    std::lock_guard lock(artifacts_mutex_);
-    if (auto it = artifacts_.find(identity); it != artifacts_.end()) {
-      pending = it->second;
-    } else {
-      claim.emplace();
-      artifacts_.emplace(identity, claim->get_future().share());
-    }
-  }
-  if (!claim && ClaimedHere::holds(identity) &&
-      pending.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+  ArtifactClaim claim(artifacts_mutex_, artifacts_, identity);
+  if (claim.would_wait_for_itself()) {
     throw Error("kernel " + name_ + " [" + program.key_text +
                 "]: acquired again by the thread that is compiling it (from a monitor, log or "
                 "progress callback?); it would wait for itself");
   }
-  std::optional<ClaimedHere> claimed_here;
-  if (claim) claimed_here.emplace(identity);
-  // Lets waiters see a failure, and forgets it so that a later call can try again.
-  auto abandon_claim = [&] {
-    if (!claim) return;
-    claim->set_exception(std::current_exception());
-    claim.reset();
-    std::lock_guard lock(artifacts_mutex_);
-    artifacts_.erase(identity);
-  };
-  auto fulfil_claim = [&] {
-    if (!claim) return;
-    claim->set_value(acquired.artifact);
-    claim.reset();
-  };
 
   std::shared_ptr<ArtifactStore> store = runtime.artifact_store();
   try {
-    if (!claim) {
-      acquired.artifact = pending.get();  // rethrows the owner's failure
+    if (!claim.owned()) {
+      acquired.artifact = claim.wait_for_owner();  // rethrows the owner's failure
       acquired.origin = ArtifactOrigin::memory;
-    } else if (store) {
-      if (auto found = store->find(identity)) {
-        acquired.artifact = std::make_shared<const CompiledArtifact>(std::move(*found));
-        acquired.origin = ArtifactOrigin::disk;
-        stats_.disk_loads.fetch_add(1, std::memory_order_relaxed);
-        fulfil_claim();
-      }
+    } else if (store && (acquired.artifact = load_from_store(*store, identity, stats_))) {
+      acquired.origin = ArtifactOrigin::disk;
+      claim.fulfil(acquired.artifact);
     }
 
     const bool must_compile = acquired.artifact == nullptr;
     const bool must_load =
         request.device >= 0 && find_executor(request.key, request.device) == nullptr;
-    Monitor& monitor = Monitor::instance();
-    if ((must_compile || must_load) && monitor.armed()) {
-      stats_.runtime_jit.fetch_add(1, std::memory_order_relaxed);
-      monitor.on_jit(JitEvent{must_compile ? JitEventKind::compile : JitEventKind::load, name_,
-                              program.key_text, request.descriptors()});
+    if (must_compile || must_load) {
+      report_runtime_jit(stats_, must_compile ? JitEventKind::compile : JitEventKind::load, name_,
+                         program.key_text, request.descriptors);
     }
 
     if (must_compile) {
       // Cross-process single flight: wait for another process compiling this identity, then
       // look again before compiling here.
       std::unique_ptr<CompileGuard> guard;
-      if (store) {
-        guard = store->lock(identity);
-        if (auto after_wait = store->find(identity)) {
-          acquired.artifact = std::make_shared<const CompiledArtifact>(std::move(*after_wait));
-          acquired.origin = ArtifactOrigin::disk;
-          stats_.disk_loads.fetch_add(1, std::memory_order_relaxed);
-        }
-      }
-      if (!acquired.artifact) {
-        auto compiled =
-            std::make_shared<CompiledArtifact>(runtime.compile(program, request.arch, identity));
-        stats_.compiles.fetch_add(1, std::memory_order_relaxed);
-        stats_.compile_nanoseconds.fetch_add(
-            static_cast<std::uint64_t>(compiled->compile_seconds * 1e9), std::memory_order_relaxed);
-        if (store) store->publish(*compiled);
-        acquired.artifact = std::move(compiled);
+      if (store) guard = store->lock(identity);
+      if (store && (acquired.artifact = load_from_store(*store, identity, stats_))) {
+        acquired.origin = ArtifactOrigin::disk;
+      } else {
+        acquired.artifact =
+            compile_and_publish(runtime, store.get(), program, request.arch, identity, stats_);
         acquired.origin = ArtifactOrigin::compiled;
       }
-      fulfil_claim();
+      claim.fulfil(acquired.artifact);
     }
   } catch (...) {
-    abandon_claim();
+    claim.abandon();
     throw;
   }
 

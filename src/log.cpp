@@ -6,6 +6,8 @@
 #include <mutex>
 #include <string>
 
+#include "environment.hpp"
+
 namespace zerojit {
 namespace {
 
@@ -16,7 +18,7 @@ struct LogState {
   std::atomic<LogLevel> level{LogLevel::info};
 
   LogState() {
-    if (const char* text = std::getenv("ZEROJIT_LOG_LEVEL")) {
+    if (const char* text = detail::environment_text("ZEROJIT_LOG_LEVEL")) {
       if (auto parsed = parse_log_level(text)) {
         level.store(*parsed);
       } else {

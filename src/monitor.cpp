@@ -73,7 +73,7 @@ Monitor& Monitor::instance() {
 }
 
 Monitor::Monitor() {
-  if (const char* mode = std::getenv("ZEROJIT_MONITOR")) {
+  if (const char* mode = detail::environment_text("ZEROJIT_MONITOR")) {
     if (auto parsed = parse_monitor_mode(mode)) {
       mode_.store(*parsed);
     } else {

@@ -95,33 +95,138 @@ std::size_t estimated_compile_cost(const ManifestEntry& entry) {
   }
 }
 
+// The devices to load on: every visible one unless the options name some; none when the
+// warmup only compiles.
+std::vector<int> warmup_devices(const WarmupOptions& options) {
+  std::vector<int> devices;
+  if (options.compile_only) return devices;
+  Backend& backend = Runtime::instance().backend();
+  const int count = backend.device_count();
+  if (options.devices.empty()) {
+    for (int d = 0; d < count; ++d) devices.push_back(d);
+    return devices;
+  }
+  for (int d : options.devices) {
+    if (d < 0 || d >= count) {
+      throw Error("warmup: device " + std::to_string(d) + " does not exist (" +
+                  std::to_string(count) + " visible)");
+    }
+    devices.push_back(d);
+  }
+  return devices;
+}
+
+// One compile per (key, arch), loaded on each device of that arch. Without devices, the one
+// arch asked for, with nothing to load on.
+std::map<std::string, std::vector<int>> group_devices_by_arch(const std::vector<int>& devices,
+                                                              const std::string& fallback_arch) {
+  std::map<std::string, std::vector<int>> devices_by_arch;
+  for (int d : devices) devices_by_arch[Runtime::instance().target_arch(d)].push_back(d);
+  if (devices_by_arch.empty()) {
+    validate_arch(fallback_arch);
+    devices_by_arch[fallback_arch] = {};
+  }
+  return devices_by_arch;
+}
+
+struct Job {
+  const ManifestEntry* entry;
+  const std::string* arch;
+  const std::vector<int>* devices;
+};
+
+std::vector<Job> warmup_jobs(const Manifest& manifest,
+                             const std::map<std::string, std::vector<int>>& devices_by_arch) {
+  std::vector<Job> jobs;
+  for (const auto& [arch, arch_devices] : devices_by_arch) {
+    for (const auto& entry : manifest.entries) jobs.push_back({&entry, &arch, &arch_devices});
+  }
+  return jobs;
+}
+
+// Longest first: a long compile started last would leave the other workers idle at the end.
+// The size of the source with its headers stands in for the compile time (measured: the
+// compressor kernels, which share the largest header, are the slowest keys). The report
+// keeps the manifest's order, so this is only the order the jobs start in.
+std::vector<std::size_t> longest_first(const Manifest& manifest, std::size_t job_count) {
+  std::vector<std::size_t> cost(manifest.entries.size(), 0);
+  for (std::size_t i = 0; i < manifest.entries.size(); ++i)
+    cost[i] = estimated_compile_cost(manifest.entries[i]);
+  std::vector<std::size_t> order(job_count);
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return cost[a % cost.size()] > cost[b % cost.size()];
+  });
+  return order;
+}
+
+// Once one answer is yes, the caller is asked no more: every key not yet started is skipped.
+bool warmup_cancelled(const WarmupOptions& options, std::atomic<bool>& cancelled) {
+  if (!cancelled.load() && options.cancel_requested) {
+    bool requested = true;  // a callback that throws is taken as a request to stop
+    try {
+      requested = options.cancel_requested();
+    } catch (...) {
+    }
+    if (requested) cancelled.store(true);
+  }
+  return cancelled.load();
+}
+
+// A key's failure is its report's, never the warmup's: the other keys still warm.
+void warm_key(const Job& job, const WarmupOptions& options, std::atomic<bool>& cancelled,
+              Progress& progress, KeyReport& key) {
+  key.kernel = job.entry->kernel->name();
+  key.key = job.entry->key_text;
+  key.arch = *job.arch;
+  if (warmup_cancelled(options, cancelled)) {
+    key.error = "warmup cancelled before this key started";
+    return;
+  }
+  const auto key_start = std::chrono::steady_clock::now();
+  try {
+    const WarmResult result = job.entry->warm(*job.arch, *job.devices);
+    key.origin = result.origin;
+    key.compile_seconds = result.compile_seconds;
+  } catch (const std::exception& error) {
+    key.error = error.what();
+  }
+  key.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - key_start).count();
+  progress.finished(key);
+}
+
+// Per kernel, in the order the kernels first appear among the keys.
+std::vector<KernelReport> kernel_totals(const std::vector<KeyReport>& keys) {
+  std::vector<KernelReport> kernels;
+  for (const KeyReport& key : keys) {
+    auto it = std::find_if(kernels.begin(), kernels.end(),
+                           [&](const KernelReport& k) { return k.kernel == key.kernel; });
+    if (it == kernels.end()) {
+      kernels.push_back(KernelReport{key.kernel});
+      it = std::prev(kernels.end());
+    }
+    ++it->keys;
+    it->seconds += key.seconds;
+    if (!key.error.empty()) {
+      ++it->failed;
+    } else if (key.origin == ArtifactOrigin::memory) {
+      ++it->from_memory;
+    } else if (key.origin == ArtifactOrigin::disk) {
+      ++it->from_disk;
+    } else {
+      ++it->compiled;
+    }
+  }
+  return kernels;
+}
+
 WarmupReport run_warmup(const Manifest& manifest, const WarmupOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   WarmupReport report;
 
-  std::vector<int> devices;
-  if (!options.compile_only) {
-    Backend& backend = Runtime::instance().backend();
-    const int count = backend.device_count();
-    if (options.devices.empty()) {
-      for (int d = 0; d < count; ++d) devices.push_back(d);
-    } else {
-      for (int d : options.devices) {
-        if (d < 0 || d >= count) {
-          throw Error("warmup: device " + std::to_string(d) + " does not exist (" +
-                      std::to_string(count) + " visible)");
-        }
-        devices.push_back(d);
-      }
-    }
-  }
-  // Devices grouped by arch: one compile per (key, arch), loaded on each device of that arch.
-  std::map<std::string, std::vector<int>> devices_by_arch;
-  for (int d : devices) devices_by_arch[Runtime::instance().target_arch(d)].push_back(d);
-  if (devices_by_arch.empty()) {
-    validate_arch(options.arch);
-    devices_by_arch[options.arch] = {};
-  }
+  const std::vector<int> devices = warmup_devices(options);
+  const std::map<std::string, std::vector<int>> devices_by_arch =
+      group_devices_by_arch(devices, options.arch);
   for (const auto& [arch, unused] : devices_by_arch) {
     // Once, up front, where NVRTC is loaded already; a warmup served from disk must not load
     // it only to ask (the compile path asks the same before each compile).
@@ -130,27 +235,8 @@ WarmupReport run_warmup(const Manifest& manifest, const WarmupOptions& options) 
   }
   report.devices = devices;
 
-  struct Job {
-    const ManifestEntry* entry;
-    const std::string* arch;
-    const std::vector<int>* devices;
-  };
-  std::vector<Job> jobs;
-  for (const auto& [arch, arch_devices] : devices_by_arch) {
-    for (const auto& entry : manifest.entries) jobs.push_back({&entry, &arch, &arch_devices});
-  }
-  // Longest first: a long compile started last would leave the other workers idle at the end.
-  // The size of the source with its headers stands in for the compile time (measured: the
-  // compressor kernels, which share the largest header, are the slowest keys). The report
-  // keeps the manifest's order.
-  std::vector<std::size_t> cost(manifest.entries.size(), 0);
-  for (std::size_t i = 0; i < manifest.entries.size(); ++i)
-    cost[i] = estimated_compile_cost(manifest.entries[i]);
-  std::vector<std::size_t> order(jobs.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return cost[a % cost.size()] > cost[b % cost.size()];
-  });
+  const std::vector<Job> jobs = warmup_jobs(manifest, devices_by_arch);
+  const std::vector<std::size_t> order = longest_first(manifest, jobs.size());
   report.keys.resize(jobs.size());
   const int workers = static_cast<int>(std::min<std::size_t>(
       jobs.size(),
@@ -165,34 +251,7 @@ WarmupReport run_warmup(const Manifest& manifest, const WarmupOptions& options) 
   std::atomic<bool> cancelled{false};
   parallel_for(jobs.size(), options.jobs, [&](std::size_t position) {
     const std::size_t i = order[position];
-    const Job& job = jobs[i];
-    KeyReport& key = report.keys[i];
-    key.kernel = job.entry->kernel->name();
-    key.key = job.entry->key_text;
-    key.arch = *job.arch;
-    if (!cancelled.load() && options.cancel_requested) {
-      bool requested = true;  // a callback that throws is taken as a request to stop
-      try {
-        requested = options.cancel_requested();
-      } catch (...) {
-      }
-      if (requested) cancelled.store(true);
-    }
-    if (cancelled.load()) {
-      key.error = "warmup cancelled before this key started";
-      return;
-    }
-    const auto key_start = std::chrono::steady_clock::now();
-    try {
-      const WarmResult result = job.entry->warm(*job.arch, *job.devices);
-      key.origin = result.origin;
-      key.compile_seconds = result.compile_seconds;
-    } catch (const std::exception& error) {
-      key.error = error.what();
-    }
-    key.seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - key_start).count();
-    progress.finished(key);
+    warm_key(jobs[i], options, cancelled, progress, report.keys[i]);
   });
 
   report.cancelled = cancelled.load();
@@ -200,25 +259,7 @@ WarmupReport run_warmup(const Manifest& manifest, const WarmupOptions& options) 
     report.compile_workers = pool->workers();
     report.compile_fallbacks = pool->fallbacks();
   }
-  for (const KeyReport& key : report.keys) {
-    auto it = std::find_if(report.kernels.begin(), report.kernels.end(),
-                           [&](const KernelReport& k) { return k.kernel == key.kernel; });
-    if (it == report.kernels.end()) {
-      report.kernels.push_back(KernelReport{key.kernel});
-      it = std::prev(report.kernels.end());
-    }
-    ++it->keys;
-    it->seconds += key.seconds;
-    if (!key.error.empty()) {
-      ++it->failed;
-    } else if (key.origin == ArtifactOrigin::memory) {
-      ++it->from_memory;
-    } else if (key.origin == ArtifactOrigin::disk) {
-      ++it->from_disk;
-    } else {
-      ++it->compiled;
-    }
-  }
+  report.kernels = kernel_totals(report.keys);
   report.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;

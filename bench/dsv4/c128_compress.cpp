@@ -6,6 +6,7 @@
 
 #include "compressor_batches.hpp"
 #include "dsv4/c128_compress/c128_compress.hpp"
+#include "dsv4/c128_compress/reference.hpp"
 #include "kernels/cases.hpp"
 
 namespace zerojit::bench {
@@ -69,7 +70,7 @@ Case c128_compress_case(const std::string& size, const Context& context) {
         auto& kernel = dsv4::C128CompressKernel::instance();
         emulate_planned<params::C128CompressParams>(
             kernel, kernel.launch_spec(args), e,
-            [](const auto& block, const auto& key) { ref::c128_compress(block, {key.head_size}); });
+            [](const auto& block, const auto& key) { ref::c128_compress(key, block); });
       });
   return c;
 }

@@ -7,6 +7,7 @@
 
 #include "compressor_batches.hpp"
 #include "dsv4/c128_store/c128_store.hpp"
+#include "dsv4/c128_store/reference.hpp"
 #include "kernels/cases.hpp"
 
 namespace zerojit::bench {
@@ -98,16 +99,13 @@ Case c128_store_case(bool full, const std::string& size, const Context& context)
         if (full) {
           auto& kernel = dsv4::C128StoreFullKernel::instance();
           emulate_planned<params::C128StoreFullParams>(
-              kernel, kernel.launch_spec(args), e, [](const auto& block, const auto& key) {
-                ref::c128_store_full(block, {key.store_full_fp8, norm_type(key.norm_weight_dtype)});
-              });
+              kernel, kernel.launch_spec(args), e,
+              [](const auto& block, const auto& key) { ref::c128_store_full(key, block); });
         } else {
           auto& kernel = dsv4::C128StoreKernel::instance();
           emulate_planned<params::C128StoreParams>(
-              kernel, kernel.launch_spec(args), e, [](const auto& block, const auto& key) {
-                ref::c128_store(block, {key.kv_cache_block_size, key.kv_block_stride,
-                                        norm_type(key.norm_weight_dtype)});
-              });
+              kernel, kernel.launch_spec(args), e,
+              [](const auto& block, const auto& key) { ref::c128_store(key, block); });
         }
       });
   return c;

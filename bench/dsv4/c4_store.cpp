@@ -7,6 +7,7 @@
 
 #include "compressor_batches.hpp"
 #include "dsv4/c4_store/c4_store.hpp"
+#include "dsv4/c4_store/reference.hpp"
 #include "kernels/cases.hpp"
 
 namespace zerojit::bench {
@@ -93,15 +94,13 @@ Case c4_case(bool full, const std::string& size, const Context& context) {
         if (full) {
           auto& kernel = dsv4::C4StoreFullKernel::instance();
           emulate_planned<params::C4StoreFullParams>(
-              kernel, kernel.launch_spec(args), e, [](const auto& block, const auto& key) {
-                ref::c4_store_full(block, {key.store_full_fp8, norm_type(key.norm_weight_dtype)});
-              });
+              kernel, kernel.launch_spec(args), e,
+              [](const auto& block, const auto& key) { ref::c4_store_full(key, block); });
         } else {
           auto& kernel = dsv4::C4StoreKernel::instance();
           emulate_planned<params::C4StoreParams>(
-              kernel, kernel.launch_spec(args), e, [](const auto& block, const auto& key) {
-                ref::c4_store(block, {norm_type(key.norm_weight_dtype)});
-              });
+              kernel, kernel.launch_spec(args), e,
+              [](const auto& block, const auto& key) { ref::c4_store(key, block); });
         }
       });
   return c;

@@ -182,10 +182,6 @@ auto run_plain_or_full(bool full, std::int64_t grid_x = 0) {
   };
 }
 
-inline ref::NormWeightType norm_type(DType dtype) {
-  return dtype == DType::f32 ? ref::NormWeightType::kFloat32 : ref::NormWeightType::kBFloat16;
-}
-
 // The seed of a case's inputs: a function of kernel and size, so that runs compare.
 std::uint64_t seed_of(std::string_view kernel, std::string_view size);
 

@@ -20,11 +20,13 @@
 #include <compare>
 #include <concepts>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <tuple>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "zerojit/dtype.hpp"
@@ -237,6 +239,62 @@ std::vector<std::string> macro_definitions(const T& key, std::string_view prefix
     out.push_back(std::move(option));
   });
   return out;
+}
+
+namespace detail {
+
+// describe()'s text split into (name, value) pairs, in order. Throws zerojit::Error on a part
+// without '='.
+std::vector<std::pair<std::string_view, std::string_view>> split_description(std::string_view text);
+// One printed value read back; each throws zerojit::Error naming `field` when `text` is not a
+// value of its type.
+void parse_field_value(std::string_view field, std::string_view text, bool& value);
+void parse_field_value(std::string_view field, std::string_view text, DType& value);
+void parse_field_value(std::string_view field, std::string_view text, std::int64_t& value);
+void parse_field_value(std::string_view field, std::string_view text, double& value);
+[[noreturn]] void fail_key_text(std::string_view text, std::string_view problem);
+
+}  // namespace detail
+
+// The inverse of describe() for a compile key: the key whose describe() is `text`. Fields must
+// come in the key's order, each once; a key with an enum field cannot be read back (its printed
+// name has no parser here). Throws zerojit::Error naming the text and the field at fault. Lets a
+// tool or a test that holds only an artifact's key text (a cache entry, a load) get the typed key.
+template <CompileKey T>
+T key_from_text(std::string_view text) {
+  const auto parts = detail::split_description(text);
+  T key{};
+  std::size_t index = 0;
+  const auto read = [&](std::string_view name, auto& value) {
+    using V = std::decay_t<decltype(value)>;
+    static_assert(!std::is_enum_v<V> || std::is_same_v<V, DType>,
+                  "key_from_text reads int, bool, float and DType fields");
+    if (index >= parts.size() || parts[index].first != name) {
+      detail::fail_key_text(text, "expected field '" + std::string(name) + "' at position " +
+                                      std::to_string(index + 1));
+    }
+    const std::string_view printed = parts[index++].second;
+    if constexpr (std::is_same_v<V, bool> || std::is_same_v<V, DType>) {
+      detail::parse_field_value(name, printed, value);
+    } else if constexpr (std::is_integral_v<V>) {
+      std::int64_t wide = 0;
+      detail::parse_field_value(name, printed, wide);
+      if (wide < std::numeric_limits<V>::min() || wide > std::numeric_limits<V>::max()) {
+        detail::fail_key_text(text, "field '" + std::string(name) + "' is out of range");
+      }
+      value = static_cast<V>(wide);
+    } else {
+      double wide = 0;
+      detail::parse_field_value(name, printed, wide);
+      value = static_cast<V>(wide);
+    }
+  };
+  std::apply([&](const auto&... fields) { (read(fields.name, key.*(fields.member)), ...); },
+             T::fields());
+  if (index != parts.size()) {
+    detail::fail_key_text(text, "unexpected field '" + std::string(parts[index].first) + "'");
+  }
+  return key;
 }
 
 // Hash functor for unordered containers keyed by compile keys.

@@ -51,9 +51,14 @@ struct CompressorCall {
 using Dsv4Call = std::variant<IndexerQFp8Args, IndexerQMxFp4Args, CompressorCall, DequantGatherArgs,
                               DcpPackArgs>;
 
+// validate(config), then every row's gate: a gate whose kernel runs refuses the values its kernel
+// cannot build, with a ConfigError naming the config.json field and the values that work.
+void validate_for_kernels(const Dsv4Config& config);
+
 class AttentionKernels {
  public:
-  // Validates the configuration (throws ConfigError) and evaluates every gate once.
+  // Validates the configuration (validate_for_kernels: throws ConfigError) and evaluates every
+  // gate once.
   explicit AttentionKernels(Dsv4Config config);
 
   const Dsv4Config& config() const { return config_; }

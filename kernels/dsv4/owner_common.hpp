@@ -7,7 +7,7 @@
 
 #include "dsv4/config.hpp"
 #include "zerojit/embedded.hpp"
-#include "zerojit/zerojit.hpp"
+#include "zerojit/kernel.hpp"
 
 namespace zerojit::dsv4 {
 

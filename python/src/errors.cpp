@@ -65,10 +65,10 @@ void translate(std::exception_ptr pointer) {
     raise(classes.unavailable, e.what(), {});
   } catch (const LaunchError& e) {
     raise(classes.launch_error, e.what(), {});
+  } catch (const dsv4::ConfigError& e) {  // a zerojit::Error: caught before it
+    raise(classes.config_error, e.what(), {});
   } catch (const Error& e) {
     raise(classes.error, e.what(), {});
-  } catch (const dsv4::ConfigError& e) {
-    raise(classes.config_error, e.what(), {});
   }
 }
 

@@ -21,6 +21,9 @@
 #include "arguments.hpp"
 #include "bindings.hpp"
 #include "dlpack.hpp"
+#include "dsv4/c128_compress/reference.hpp"
+#include "dsv4/c128_store/reference.hpp"
+#include "dsv4/c4_store/reference.hpp"
 #include "dsv4/compressor/reference.hpp"
 #include "dsv4/dequant_gather/reference.hpp"
 #include "dsv4/family.hpp"
@@ -108,11 +111,6 @@ Params unpack_params(const KernelArgs& args, std::string_view kernel) {
   Params params{};
   std::memcpy(&params, args.data(0), sizeof(Params));
   return params;
-}
-
-reference::NormWeightType norm_weight_type(DType dtype) {
-  return dtype == DType::bf16 ? reference::NormWeightType::kBFloat16
-                              : reference::NormWeightType::kFloat32;
 }
 
 // Which compressor store a cache takes, decided by its dtype as vLLM's compressor does:
@@ -301,13 +299,12 @@ py::object c4_store(py::handle state_cache, py::handle token_to_req_indices, py:
       const auto spec = full.launch_spec(args);
       check_indices();
       const auto params = unpack_params<zj::dsv4::C4StoreFullParams>(spec.args, call.kernel());
-      return reference::c4_store_full(
-          params, {spec.key.store_full_fp8, norm_weight_type(spec.key.norm_weight_dtype)});
+      return reference::c4_store_full(spec.key, params);
     }
     const auto spec = ds_mla.launch_spec(args);
     check_indices();
     const auto params = unpack_params<zj::dsv4::C4StoreParams>(spec.args, call.kernel());
-    return reference::c4_store(params, {norm_weight_type(spec.key.norm_weight_dtype)});
+    return reference::c4_store(spec.key, params);
   }));
 }
 
@@ -332,7 +329,7 @@ py::object c128_compress(py::handle state_cache, py::handle token_to_req_indices
     check_indices_below(call, args.block_table, "block_table", args.state_cache.desc.size(0),
                         "the blocks of state_cache");
     const auto params = unpack_params<zj::dsv4::C128CompressParams>(spec.args, call.kernel());
-    return reference::c128_compress(params, {spec.key.head_size});
+    return reference::c128_compress(spec.key, params);
   }));
 }
 
@@ -367,14 +364,12 @@ py::object c128_store(py::handle compressed_kv, py::handle positions, py::handle
       const auto spec = full.launch_spec(args);
       check_indices();
       const auto params = unpack_params<zj::dsv4::C128StoreFullParams>(spec.args, call.kernel());
-      return reference::c128_store_full(
-          params, {spec.key.store_full_fp8, norm_weight_type(spec.key.norm_weight_dtype)});
+      return reference::c128_store_full(spec.key, params);
     }
     const auto spec = ds_mla.launch_spec(args);
     check_indices();
     const auto params = unpack_params<zj::dsv4::C128StoreParams>(spec.args, call.kernel());
-    return reference::c128_store(params, {spec.key.kv_cache_block_size, spec.key.kv_block_stride,
-                                          norm_weight_type(spec.key.norm_weight_dtype)});
+    return reference::c128_store(spec.key, params);
   }));
 }
 

@@ -43,7 +43,7 @@ dsv4::Dsv4Config resolve_config(const std::optional<std::string>& model,
   } catch (const json::exception& error) {
     throw dsv4::ConfigError(std::string("DSv4 config: ") + error.what());
   }
-  dsv4::validate(config);
+  dsv4::validate_for_kernels(config);
   return config;
 }
 

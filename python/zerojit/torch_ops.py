@@ -16,7 +16,7 @@ to skip it), through PyTorch's ``Library`` directly: the least dispatcher work p
 import torch
 from torch import library as torch_library
 
-from . import _core, dsv4
+from . import _core, _dsv4_launch
 
 _fast = _core.fast
 
@@ -170,7 +170,7 @@ def _register():
 
 
 def _eager(anchor):
-    """The launch path for plain tensors outside tracing (zerojit.dsv4._eager)."""
+    """The launch path for plain tensors outside tracing (replaces zerojit._dsv4_launch.eager)."""
     return not (
         torch.compiler.is_dynamo_compiling()
         or (isinstance(anchor, torch.Tensor) and type(anchor) is not torch.Tensor)
@@ -178,5 +178,5 @@ def _eager(anchor):
 
 
 _register()
-dsv4._eager = _eager
+_dsv4_launch.eager = _eager
 OPS = tuple(_OPS)

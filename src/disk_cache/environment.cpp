@@ -56,12 +56,13 @@ std::chrono::milliseconds lock_timeout_from(const char* text) {
 }  // namespace
 
 std::optional<std::filesystem::path> default_cache_root() {
-  if (const char* explicit_root = env_text("ZEROJIT_CACHE_DIR")) {
+  if (const char* explicit_root = detail::environment_text("ZEROJIT_CACHE_DIR")) {
     if (std::string_view(explicit_root) == "off") return std::nullopt;
     return std::filesystem::path(explicit_root);
   }
-  if (const char* xdg = env_text("XDG_CACHE_HOME")) return std::filesystem::path(xdg) / "zerojit";
-  if (const char* home = env_text("HOME")) {
+  if (const char* xdg = detail::environment_text("XDG_CACHE_HOME"))
+    return std::filesystem::path(xdg) / "zerojit";
+  if (const char* home = detail::environment_text("HOME")) {
     return std::filesystem::path(home) / ".cache" / "zerojit";
   }
   return std::filesystem::path();
@@ -78,13 +79,13 @@ DiskCacheOptions default_disk_cache_options(std::vector<std::string>& problems) 
     }
   };
   if (const auto root = default_cache_root()) options.root = *root;
-  if (const char* layers = env_text("ZEROJIT_CACHE_READONLY_DIRS")) {
+  if (const char* layers = detail::environment_text("ZEROJIT_CACHE_READONLY_DIRS")) {
     options.read_only_layers = read_only_layers_from(layers);
   }
-  if (const char* quota = env_text("ZEROJIT_CACHE_MAX_BYTES")) {
+  if (const char* quota = detail::environment_text("ZEROJIT_CACHE_MAX_BYTES")) {
     read([&] { options.max_bytes = parse_byte_size_or_throw(quota, "ZEROJIT_CACHE_MAX_BYTES"); });
   }
-  if (const char* timeout = env_text("ZEROJIT_CACHE_LOCK_TIMEOUT_S")) {
+  if (const char* timeout = detail::environment_text("ZEROJIT_CACHE_LOCK_TIMEOUT_S")) {
     read([&] { options.lock_timeout = lock_timeout_from(timeout); });
   }
   options.allow_shared_root = zerojit::detail::environment_flag(kAllowSharedVariable);

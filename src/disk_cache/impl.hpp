@@ -50,9 +50,6 @@ inline constexpr const char* kAllowSharedVariable = "ZEROJIT_CACHE_ALLOW_SHARED"
 // (beside the memos, which are named by 16 hex digits). A layer copied from a root has them.
 inline constexpr std::string_view kVersionRecordPrefix = "compiled-with-";
 
-// The variable's value, or nullptr when it is unset or empty.
-const char* env_text(const char* name);
-
 std::string human_bytes(std::uint64_t bytes);
 std::string hash_text(std::uint64_t hash);
 std::string entry_name(const ProgramIdentity& identity);

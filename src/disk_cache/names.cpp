@@ -6,14 +6,10 @@
 #include <iterator>
 
 #include "disk_cache/impl.hpp"
+#include "environment.hpp"
 #include "zerojit/error.hpp"
 
 namespace zerojit::detail::disk {
-
-const char* env_text(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0' ? value : nullptr;
-}
 
 std::string human_bytes(std::uint64_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};

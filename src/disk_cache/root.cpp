@@ -110,6 +110,96 @@ void DiskCacheImpl::become_unusable(std::string why) {
   warn(reason + "; compiled kernels are kept in memory only");
 }
 
+namespace {
+
+// Whether the root can be written: the first problem found is the one the warning names.
+struct RootWritability {
+  bool can_write = true;
+  std::string problem;
+};
+
+// False when the root cannot be used at all; it has then become unusable.
+bool open_trusted_root(DiskCacheImpl& s) {
+  const std::filesystem::path& path = s.options.root;
+  if (s.options.create_root) {
+    struct stat existing {};
+    if (::stat(path.c_str(), &existing) != 0 && errno == ENOENT) {
+      if (const int error = make_directories(path, s.shared ? 0777 : 0700)) {
+        s.become_unusable("cache root " + path.string() + " cannot be created (" +
+                          error_text(error) + ")");
+        return false;
+      }
+    }
+  }
+  s.root = Fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!s.root.valid()) {
+    s.become_unusable("cache root " + path.string() + " cannot be opened (" + error_text(errno) +
+                      ")");
+    return false;
+  }
+  if (!s.shared) {
+    struct stat info {};
+    if (::fstat(s.root.get(), &info) != 0) {
+      s.become_unusable("cache root " + path.string() + " cannot be examined (" +
+                        error_text(errno) + ")");
+      return false;
+    }
+    if (auto why = untrusted_because(info, true)) {
+      s.become_unusable("refusing cache root " + path.string() + ": " + *why + "; " +
+                        refusal_advice());
+      return false;
+    }
+  }
+  return true;
+}
+
+// Created when missing (failing only means read-only), never a link, and trusted like the root
+// but without the sticky exception (only we write in it). False when the root cannot be used
+// at all; the cache is then left unusable.
+bool open_subdirectory(DiskCacheImpl& s, const char* name, Fd& out, RootWritability& writability) {
+  const std::filesystem::path& path = s.options.root;
+  if (::mkdirat(s.root.get(), name, s.directory_mode) != 0 && errno != EEXIST) {
+    if (writability.can_write) writability.problem = std::string(name) + "/: " + error_text(errno);
+    writability.can_write = false;
+  }
+  out = open_directory_at(s.root.get(), name);
+  if (!out.valid()) {
+    if (errno == ENOENT) return true;  // absent and not creatable: read-only already
+    s.become_unusable("cache root " + path.string() + ": " + name + " " +
+                      (errno == ELOOP || errno == ENOTDIR
+                           ? std::string("is a symbolic link or not a directory; links "
+                                         "inside a cache root are never followed")
+                           : "cannot be opened (" + error_text(errno) + ")"));
+    return false;
+  }
+  if (!s.shared) {
+    struct stat info {};
+    if (::fstat(out.get(), &info) != 0) return false;
+    if (auto why = untrusted_because(info, false)) {
+      s.become_unusable("refusing cache root " + path.string() + ": its " + name + "/ " + *why +
+                        "; " + refusal_advice());
+      out.reset();
+      return false;
+    }
+  }
+  return true;
+}
+
+// mkdir succeeding (or EEXIST) does not prove that files can be created.
+void probe_file_creation(DiskCacheImpl& s, const Fd& entries, RootWritability& writability) {
+  const std::string probe = ".probe-" + std::to_string(::getpid()) + "-" +
+                            std::to_string(s.temporary_counter.fetch_add(1));
+  Fd file = open_at(entries.get(), probe, O_WRONLY | O_CREAT | O_EXCL, 0600);
+  if (file.valid()) {
+    ::unlinkat(entries.get(), probe.c_str(), 0);
+  } else {
+    writability.can_write = false;
+    writability.problem = std::string(kEntriesDir) + "/: " + error_text(errno);
+  }
+}
+
+}  // namespace
+
 void DiskCacheImpl::open_root() {
   const std::filesystem::path& path = options.root;
   if (path.empty()) {
@@ -122,98 +212,33 @@ void DiskCacheImpl::open_root() {
     }
     return;
   }
-  if (options.create_root) {
-    struct stat existing {};
-    if (::stat(path.c_str(), &existing) != 0 && errno == ENOENT) {
-      if (const int error = make_directories(path, shared ? 0777 : 0700)) {
-        become_unusable("cache root " + path.string() + " cannot be created (" + error_text(error) +
-                        ")");
-        return;
-      }
-    }
-  }
-  root = Fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!root.valid()) {
-    become_unusable("cache root " + path.string() + " cannot be opened (" + error_text(errno) +
-                    ")");
-    return;
-  }
-  if (!shared) {
-    struct stat info {};
-    if (::fstat(root.get(), &info) != 0) {
-      become_unusable("cache root " + path.string() + " cannot be examined (" + error_text(errno) +
-                      ")");
-      return;
-    }
-    if (auto why = untrusted_because(info, true)) {
-      become_unusable("refusing cache root " + path.string() + ": " + *why + "; " +
-                      refusal_advice());
-      return;
-    }
-  }
+  if (!open_trusted_root(*this)) return;
 
-  // Each subdirectory: created when missing (failing only means read-only), never a link,
-  // and trusted like the root but without the sticky exception (only we write in it).
-  bool can_write = true;
-  std::string write_problem;
-  auto subdirectory = [&](const char* name, Fd& out) -> bool {
-    if (::mkdirat(root.get(), name, directory_mode) != 0 && errno != EEXIST) {
-      if (can_write) write_problem = std::string(name) + "/: " + error_text(errno);
-      can_write = false;
-    }
-    out = open_directory_at(root.get(), name);
-    if (!out.valid()) {
-      if (errno == ENOENT) return true;  // absent and not creatable: read-only already
-      become_unusable("cache root " + path.string() + ": " + name + " " +
-                      (errno == ELOOP || errno == ENOTDIR
-                           ? std::string("is a symbolic link or not a directory; links "
-                                         "inside a cache root are never followed")
-                           : "cannot be opened (" + error_text(errno) + ")"));
-      return false;
-    }
-    if (!shared) {
-      struct stat info {};
-      if (::fstat(out.get(), &info) != 0) return false;
-      if (auto why = untrusted_because(info, false)) {
-        become_unusable("refusing cache root " + path.string() + ": its " + name + "/ " + *why +
-                        "; " + refusal_advice());
-        out.reset();
-        return false;
-      }
-    }
-    return true;
-  };
+  RootWritability writability;
   Fd entries;
-  if (!subdirectory(kEntriesDir, entries) || !subdirectory(kLocksDir, locks) ||
-      !subdirectory(kQuarantineDir, quarantine) || !subdirectory(kMemoDir, memo)) {
+  if (!open_subdirectory(*this, kEntriesDir, entries, writability) ||
+      !open_subdirectory(*this, kLocksDir, locks, writability) ||
+      !open_subdirectory(*this, kQuarantineDir, quarantine, writability) ||
+      !open_subdirectory(*this, kMemoDir, memo, writability)) {
     return;
   }
   if (!entries.valid()) {
-    become_unusable("cache root " + path.string() + " is not writable (" + write_problem +
+    become_unusable("cache root " + path.string() + " is not writable (" + writability.problem +
                     ") and holds no entries");
     return;
   }
-  if (can_write && (!locks.valid() || !quarantine.valid() || !memo.valid())) can_write = false;
-  if (can_write) {
-    // mkdir succeeding (or EEXIST) does not prove that files can be created: probe.
-    const std::string probe = ".probe-" + std::to_string(::getpid()) + "-" +
-                              std::to_string(temporary_counter.fetch_add(1));
-    Fd file = open_at(entries.get(), probe, O_WRONLY | O_CREAT | O_EXCL, 0600);
-    if (file.valid()) {
-      ::unlinkat(entries.get(), probe.c_str(), 0);
-    } else {
-      can_write = false;
-      write_problem = std::string(kEntriesDir) + "/: " + error_text(errno);
-    }
+  if (writability.can_write && (!locks.valid() || !quarantine.valid() || !memo.valid())) {
+    writability.can_write = false;
   }
+  if (writability.can_write) probe_file_creation(*this, entries, writability);
   root_layer = layers.size();
-  layers.push_back(Layer{path.string(), std::move(entries), can_write,
+  layers.push_back(Layer{path.string(), std::move(entries), writability.can_write,
                          memo.valid() ? Fd(::fcntl(memo.get(), F_DUPFD_CLOEXEC, 0)) : Fd()});
-  if (can_write) {
+  if (writability.can_write) {
     state = CacheRootState::writable;
   } else {
     state = CacheRootState::read_only;
-    reason = "cache root " + path.string() + " is not writable (" + write_problem + ")";
+    reason = "cache root " + path.string() + " is not writable (" + writability.problem + ")";
     warn(reason + ": its entries are used, but newly compiled kernels are not saved");
   }
 }

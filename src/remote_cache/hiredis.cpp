@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 
+#include "environment.hpp"
 #include "remote_cache/reply_scanner.hpp"
 #include "remote_cache/socket_deadline.hpp"
 
@@ -118,7 +119,7 @@ Library& library() {
   static std::once_flag once;
   std::call_once(once, [] {
     std::vector<std::string> names;
-    if (const char* named = std::getenv("ZEROJIT_HIREDIS_LIBRARY"); named && *named) {
+    if (const char* named = detail::environment_text("ZEROJIT_HIREDIS_LIBRARY")) {
       names.emplace_back(named);
     } else {
       names = {"libhiredis.so.1.1.0", "libhiredis.so.1.0.0", "libhiredis.so.1",

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "environment.hpp"
 #include "zerojit/bytes.hpp"
 #include "zerojit/error.hpp"
 #include "zerojit/remote_cache.hpp"
@@ -164,10 +165,7 @@ RedisUrl parse_redis_url(std::string_view text, std::string_view source) {
 
 RemoteCacheOptions default_remote_cache_options() {
   RemoteCacheOptions options;
-  auto text = [](const char* name) -> const char* {
-    const char* value = std::getenv(name);
-    return value != nullptr && *value != '\0' ? value : nullptr;
-  };
+  const auto text = detail::environment_text;
   auto number = [&](const char* name, long long low, long long high) -> std::optional<long long> {
     const char* value = text(name);
     if (value == nullptr) return std::nullopt;

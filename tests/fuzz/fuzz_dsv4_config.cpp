@@ -8,8 +8,9 @@
 // command line's serving options). What must hold:
 //  - bad input raises ConfigError and nothing else, and its message is printable as JSON
 //    (valid UTF-8) and short;
-//  - a configuration that validates builds its manifest and every key's program without any
-//    exception (the kernels' domains are the configuration's);
+//  - a configuration that validates for the kernels (validate_for_kernels: the gates refuse what
+//    their kernels cannot build) builds its manifest and every key's program without any
+//    exception;
 //  - what loads saves and loads back to the same configuration.
 // Any breach aborts; libFuzzer's -timeout catches a hang.
 #include <algorithm>
@@ -138,7 +139,7 @@ void check(std::string_view input) {
 
   for (const Dsv4Config* candidate : {&config, whole ? &*whole : nullptr}) {
     if (candidate == nullptr) continue;
-    if (refused_cleanly("validating", [&] { zerojit::dsv4::validate(*candidate); })) {
+    if (refused_cleanly("validating", [&] { zerojit::dsv4::validate_for_kernels(*candidate); })) {
       check_valid(*candidate);
     }
   }

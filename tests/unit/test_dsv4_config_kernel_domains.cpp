@@ -1,8 +1,8 @@
 // The configuration refuses exactly what the DSv4 kernels cannot build, naming the config
-// field. Validation restates the kernels' key rules (config/kernel_domains.cpp); these tests
-// ask the kernels themselves over each field's values, so the two cannot drift apart: a value
-// validation accepts builds the manifest and every key's program, and a value the kernels
-// accept passes validation.
+// field. Each gate refuses its kernel's domain (validate_for_kernels walks the family table);
+// these tests ask the kernels themselves over each field's values, so the gates' rules and the
+// kernels' key checks cannot drift apart: a value validation accepts builds the manifest and
+// every key's program, and a value the kernels accept passes validation.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -21,7 +21,7 @@ using namespace zerojit::dsv4::config_testing;
 // The ConfigError validation raises, or nothing.
 std::optional<std::string> refusal(const Dsv4Config& config) {
   try {
-    validate(config);
+    validate_for_kernels(config);
   } catch (const ConfigError& error) {
     return std::string(error.what());
   }

@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "zerojit/dynamic_key.hpp"
+#include "zerojit/error.hpp"
 #include "zerojit/key.hpp"
 
 namespace zerojit {
@@ -34,6 +35,45 @@ struct FloatKey {
 
 TEST(CompileKey, PrintsFieldEqualsValueInDeclaredOrder) {
   EXPECT_EQ(describe(SampleKey{}), "head_dim=128, dtype=bf16, gather=true, stride=39168");
+}
+
+TEST(CompileKey, ReadsItsDescriptionBack) {
+  SampleKey sample;
+  sample.head_dim = -7;
+  sample.dtype = DType::f32;
+  sample.gather = false;
+  sample.stride = 1LL << 40;
+  EXPECT_EQ(key_from_text<SampleKey>(describe(sample)), sample);
+  EXPECT_EQ(key_from_text<SampleKey>(describe(SampleKey{})), SampleKey{});
+  FloatKey odd;
+  odd.fp8_max = 0.1f;  // not a short decimal: the shortest round-trip form reads back exactly
+  EXPECT_EQ(key_from_text<FloatKey>(describe(odd)), odd);
+}
+
+TEST(CompileKey, RefusesTextThatIsNotItsDescription) {
+  const auto refusal = [](std::string_view text) {
+    try {
+      (void)key_from_text<SampleKey>(text);
+    } catch (const Error& error) {
+      return std::string(error.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_NE(refusal("head_dim=128, dtype=bf16, gather=true").find("expected field 'stride'"),
+            std::string::npos);
+  EXPECT_NE(refusal("dtype=bf16, head_dim=128, gather=true, stride=1").find("'head_dim'"),
+            std::string::npos);
+  EXPECT_NE(refusal("head_dim=12x, dtype=bf16, gather=true, stride=1").find("'head_dim'"),
+            std::string::npos);
+  EXPECT_NE(refusal("head_dim=1, dtype=bf17, gather=true, stride=1").find("'dtype'"),
+            std::string::npos);
+  EXPECT_NE(refusal("head_dim=1, dtype=bf16, gather=yes, stride=1").find("'gather'"),
+            std::string::npos);
+  EXPECT_NE(refusal("head_dim=4294967296, dtype=bf16, gather=true, stride=1").find("range"),
+            std::string::npos);
+  EXPECT_NE(refusal("head_dim=1, dtype=bf16, gather=true, stride=1, extra=2").find("'extra'"),
+            std::string::npos);
+  EXPECT_NE(refusal("head_dim=1, dtype").find("name=value"), std::string::npos);
 }
 
 TEST(CompileKey, RendersJson) {

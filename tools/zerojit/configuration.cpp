@@ -16,7 +16,7 @@ dsv4::Dsv4Config build_config(const ConfigOptions& options) {
   for (const auto& [field, value] : options.serving) {
     dsv4::set_serving_option(config.serving, field, value);
   }
-  dsv4::validate(config);
+  dsv4::validate_for_kernels(config);
   return config;
 }
 

@@ -9,6 +9,16 @@
 
 namespace zerojit::dsv4 {
 
+// The calls this configuration makes: a kernel's call when its gate runs it (the runtime asks
+// the same gates).
+void BatteryWorkspace::State::choose_calls() {
+  indexer = kernels->runs<IndexerQFp8Kernel>() || kernels->runs<IndexerQMxFp4Kernel>();
+  c4 = kernels->runs<C4StoreKernel>() || kernels->runs<C4StoreFullKernel>();
+  c128 = kernels->runs<C128CompressKernel>();
+  gathers = kernels->runs<DequantGatherKernel>();
+  dcp = kernels->runs<DcpPackKernel>();
+}
+
 // What one step's calls share: its sizes, the per-prefill lengths, the DCP logits layout and the
 // descriptors every call uses.
 struct BatteryWorkspace::State::StepPlan {
@@ -216,165 +226,173 @@ void BatteryWorkspace::State::upload_step(const ServingStep& step, const StepPla
   }
 }
 
-void BatteryWorkspace::State::add_compressor_call(StepPlan& sp, const Layer& layer, bool is_c4,
-                                                  std::vector<AttentionCall>& out) const {
-  const ModelConfig& model = config.model;
-  AttentionCall call;
-  call.kind = "compressor";
-  call.layer = layer.kind;
-  call.layer_index = layer.index;
-  CompressorCall c;
-  const int rows = is_c4 ? rows_c4 : rows_c128;
-  const std::int64_t stride = is_c4 ? stride_c4 : stride_c128;
-  TensorRef cache = full_cache ? ref(layer.compressed_full, full_fp8 ? DType::e4m3 : DType::bf16,
-                                     {kv_pool, rows, kHead})
-                               : strided(layer.compressed_ds_mla, DType::u8,
-                                         {kv_pool, rows, kDsMlaRow}, {stride, kDsMlaRow, 1});
-  const TensorRef weight = ref(layer.norm_weight, norm_dtype, {kHead});
-  const auto eps = static_cast<float>(model.rms_norm_eps);
-  const double weight_bytes = kHead * dtype_size_bytes(norm_dtype);
-  if (is_c4) {
-    c.compress_ratio = kCsaCompressRatio;
-    C4StoreArgs& a = c.c4;
-    a.compress_ratio = kCsaCompressRatio;
-    a.state_cache = ref(layer.state_cache, DType::f32, {state_pool, kC4StateBlockSize, 4 * kHead});
-    a.token_to_req = sp.requests_ref;
-    a.positions = sp.positions_ref;
-    a.slot_mapping = ref(state_slots_c4, DType::i64, {sp.tokens});
-    a.block_table = ref(state_table_c4, DType::i32, {sp.num_reqs, c4_state_width});
-    a.rms_norm_weight = weight;
-    a.eps = eps;
-    a.cos_sin_cache = sp.cos_sin_ref;
-    a.k_cache = cache;
-    a.kv_slot_mapping = ref(kv_slots_c4, DType::i64, {sp.tokens});
-    if (full_fp8) a.fp8_scale = sp.scale_ref;
-    const std::string_view kernel =
-        full_cache ? C4StoreFullKernel::instance().name() : C4StoreKernel::instance().name();
-    call.traffic.push_back({kernel, sp.metadata_bytes + weight_bytes +
-                                        static_cast<double>(sp.boundaries_c4) *
-                                            (8.0 * 2 * kHead * 4 + 64 * 4 + sp.full_row_bytes)});
-  } else {
-    c.compress_ratio = kHcaCompressRatio;
-    C128CompressArgs& s1 = c.c128_compress;
-    s1.state_cache =
-        ref(layer.state_cache, DType::f32, {state_pool, kC128StateBlockSize, 2 * kHead});
-    s1.token_to_req = sp.requests_ref;
-    s1.positions = sp.positions_ref;
-    s1.slot_mapping = ref(state_slots_c128, DType::i64, {sp.tokens});
-    s1.block_table = ref(state_table_c128, DType::i32, {sp.num_reqs, c128_state_width});
-    s1.compressed_kv = ref(compressed_kv, DType::f32, {sp.tokens, kHead});
-    C128StoreArgs& s2 = c.c128_store;
-    s2.compressed_kv = s1.compressed_kv;
-    s2.positions = sp.positions_ref;
-    s2.slot_mapping = s1.slot_mapping;
-    s2.rms_norm_weight = weight;
-    s2.eps = eps;
-    s2.cos_sin_cache = sp.cos_sin_ref;
-    s2.k_cache = cache;
-    s2.kv_slot_mapping = ref(kv_slots_c128, DType::i64, {sp.tokens});
-    if (full_fp8) s2.fp8_scale = sp.scale_ref;
-    const double active = static_cast<double>(sp.boundaries_c128);
+// One builder per kind of call: the call's arguments over the workspace's buffers, shaped for
+// this step, and the bytes each kernel of the call moves.
+struct BatteryWorkspace::State::CallBuilders {
+  static void add_compressor_call(const State& ws, StepPlan& sp, const Layer& layer, bool is_c4,
+                                  std::vector<AttentionCall>& out) {
+    const ModelConfig& model = ws.config.model;
+    AttentionCall call;
+    call.kind = "compressor";
+    call.layer = layer.kind;
+    call.layer_index = layer.index;
+    CompressorCall c;
+    const int rows = is_c4 ? ws.rows_c4 : ws.rows_c128;
+    const std::int64_t stride = is_c4 ? ws.stride_c4 : ws.stride_c128;
+    TensorRef cache = ws.full_cache
+                          ? ws.ref(layer.compressed_full, ws.full_fp8 ? DType::e4m3 : DType::bf16,
+                                   {ws.kv_pool, rows, kHead})
+                          : ws.strided(layer.compressed_ds_mla, DType::u8,
+                                       {ws.kv_pool, rows, kDsMlaRow}, {stride, kDsMlaRow, 1});
+    const TensorRef weight = ws.ref(layer.norm_weight, ws.norm_dtype, {kHead});
+    const auto eps = static_cast<float>(model.rms_norm_eps);
+    const double weight_bytes = kHead * dtype_size_bytes(ws.norm_dtype);
+    if (is_c4) {
+      c.compress_ratio = kCsaCompressRatio;
+      C4StoreArgs& a = c.c4;
+      a.compress_ratio = kCsaCompressRatio;
+      a.state_cache =
+          ws.ref(layer.state_cache, DType::f32, {ws.state_pool, kC4StateBlockSize, 4 * kHead});
+      a.token_to_req = sp.requests_ref;
+      a.positions = sp.positions_ref;
+      a.slot_mapping = ws.ref(ws.state_slots_c4, DType::i64, {sp.tokens});
+      a.block_table = ws.ref(ws.state_table_c4, DType::i32, {sp.num_reqs, ws.c4_state_width});
+      a.rms_norm_weight = weight;
+      a.eps = eps;
+      a.cos_sin_cache = sp.cos_sin_ref;
+      a.k_cache = cache;
+      a.kv_slot_mapping = ws.ref(ws.kv_slots_c4, DType::i64, {sp.tokens});
+      if (ws.full_fp8) a.fp8_scale = sp.scale_ref;
+      const std::string_view kernel =
+          ws.full_cache ? C4StoreFullKernel::instance().name() : C4StoreKernel::instance().name();
+      call.traffic.push_back({kernel, sp.metadata_bytes + weight_bytes +
+                                          static_cast<double>(sp.boundaries_c4) *
+                                              (8.0 * 2 * kHead * 4 + 64 * 4 + sp.full_row_bytes)});
+    } else {
+      c.compress_ratio = kHcaCompressRatio;
+      C128CompressArgs& s1 = c.c128_compress;
+      s1.state_cache =
+          ws.ref(layer.state_cache, DType::f32, {ws.state_pool, kC128StateBlockSize, 2 * kHead});
+      s1.token_to_req = sp.requests_ref;
+      s1.positions = sp.positions_ref;
+      s1.slot_mapping = ws.ref(ws.state_slots_c128, DType::i64, {sp.tokens});
+      s1.block_table = ws.ref(ws.state_table_c128, DType::i32, {sp.num_reqs, ws.c128_state_width});
+      s1.compressed_kv = ws.ref(ws.compressed_kv, DType::f32, {sp.tokens, kHead});
+      C128StoreArgs& s2 = c.c128_store;
+      s2.compressed_kv = s1.compressed_kv;
+      s2.positions = sp.positions_ref;
+      s2.slot_mapping = s1.slot_mapping;
+      s2.rms_norm_weight = weight;
+      s2.eps = eps;
+      s2.cos_sin_cache = sp.cos_sin_ref;
+      s2.k_cache = cache;
+      s2.kv_slot_mapping = ws.ref(ws.kv_slots_c128, DType::i64, {sp.tokens});
+      if (ws.full_fp8) s2.fp8_scale = sp.scale_ref;
+      const double active = static_cast<double>(sp.boundaries_c128);
+      call.traffic.push_back({C128CompressKernel::instance().name(),
+                              static_cast<double>(sp.tokens) * (8 + 4 + 8) +
+                                  active * (128.0 * 2 * kHead * 4 + kHead * 4)});
+      const std::string_view store = ws.full_cache ? C128StoreFullKernel::instance().name()
+                                                   : C128StoreKernel::instance().name();
+      call.traffic.push_back({store, static_cast<double>(sp.tokens) * (8 + 8 + 8) + weight_bytes +
+                                         active * (kHead * 4 + 64 * 4 + sp.full_row_bytes)});
+    }
+    call.args = std::move(c);
+    out.push_back(std::move(call));
+  }
+
+  static void add_gather_call(const State& ws, StepPlan& sp, const Layer& layer, bool window,
+                              std::int64_t compressed_rows, int ratio,
+                              std::vector<AttentionCall>& out) {
+    AttentionCall call;
+    call.kind = window ? "gather window" : "gather compressed";
+    call.layer = layer.kind;
+    call.layer_index = layer.index;
+    DequantGatherArgs a;
+    const std::int64_t rows_out = compressed_rows + sp.max_gather;
+    a.out = ws.ref(ws.gather_out, DType::bf16, {sp.prefills, rows_out, kHead});
+    a.block_table = sp.kv_table_prefill;
+    double rows_moved = 0;
+    if (window) {
+      a.k_cache = ws.strided(layer.window_cache, DType::u8, {ws.kv_pool, ws.block_size, kDsMlaRow},
+                             {ws.stride_window, kDsMlaRow, 1});
+      a.seq_lens = ws.ref(ws.seq_lens, DType::i32, {sp.prefills});
+      a.gather_lens = ws.ref(ws.gather_lens, DType::i32, {sp.prefills});
+      a.offset = compressed_rows;
+      for (const auto g : sp.gather_host) rows_moved += g;
+    } else {
+      const bool is_c4 = ratio == kCsaCompressRatio;
+      a.k_cache = ws.strided(layer.compressed_ds_mla, DType::u8,
+                             {ws.kv_pool, is_c4 ? ws.rows_c4 : ws.rows_c128, kDsMlaRow},
+                             {is_c4 ? ws.stride_c4 : ws.stride_c128, kDsMlaRow, 1});
+      a.seq_lens = ws.ref(is_c4 ? ws.lens_c4 : ws.lens_c128, DType::i32, {sp.prefills});
+      a.offset = 0;
+      for (const auto l : (is_c4 ? sp.c4_host : sp.c128_host)) rows_moved += l;
+    }
+    call.traffic.push_back({DequantGatherKernel::instance().name(),
+                            rows_moved * (kDsMlaRow + 2 * kHead) + sp.prefills * 8.0});
+    call.args = std::move(a);
+    out.push_back(std::move(call));
+  }
+
+  static void add_dcp_pack_call(const State& ws, StepPlan& sp, const Layer& layer, bool prefill,
+                                std::vector<AttentionCall>& out) {
+    AttentionCall call;
+    call.kind = prefill ? "dcp-pack prefill" : "dcp-pack decode";
+    call.layer = layer.kind;
+    call.layer_index = layer.index;
+    DcpPackArgs a;
+    const std::int64_t rows = prefill ? sp.prefill_tokens : sp.decode_tokens;
+    const std::int64_t columns = prefill ? sp.prefill_columns : sp.decode_columns;
+    a.logits = ws.ref(ws.logits, DType::f32, {rows, columns});
+    a.topk_indices =
+        ws.ref(prefill ? ws.topk_prefill : ws.topk_decode, DType::i32, {rows, ws.topk});
+    if (prefill) a.row_starts = ws.ref(ws.row_starts, DType::i32, {rows});
+    a.packed = ws.ref(ws.packed, DType::f32, {rows, ws.topk, 2});
+    a.dcp_world_size = sp.world;
+    a.cp_interleave = ws.config.serving.cp_interleave;
+    a.dcp_rank = std::uniform_int_distribution<int>(0, sp.world - 1)(sp.rank_random);
     call.traffic.push_back(
-        {C128CompressKernel::instance().name(), static_cast<double>(sp.tokens) * (8 + 4 + 8) +
-                                                    active * (128.0 * 2 * kHead * 4 + kHead * 4)});
-    const std::string_view store =
-        full_cache ? C128StoreFullKernel::instance().name() : C128StoreKernel::instance().name();
-    call.traffic.push_back({store, static_cast<double>(sp.tokens) * (8 + 8 + 8) + weight_bytes +
-                                       active * (kHead * 4 + 64 * 4 + sp.full_row_bytes)});
+        {DcpPackKernel::instance().name(),
+         static_cast<double>(rows) * (ws.topk * (4 + 4 + 8) + (prefill ? 4 : 0))});
+    call.args = std::move(a);
+    out.push_back(std::move(call));
   }
-  call.args = std::move(c);
-  out.push_back(std::move(call));
-}
 
-void BatteryWorkspace::State::add_gather_call(StepPlan& sp, const Layer& layer, bool window,
-                                              std::int64_t compressed_rows, int ratio,
-                                              std::vector<AttentionCall>& out) const {
-  AttentionCall call;
-  call.kind = window ? "gather window" : "gather compressed";
-  call.layer = layer.kind;
-  call.layer_index = layer.index;
-  DequantGatherArgs a;
-  const std::int64_t rows_out = compressed_rows + sp.max_gather;
-  a.out = ref(gather_out, DType::bf16, {sp.prefills, rows_out, kHead});
-  a.block_table = sp.kv_table_prefill;
-  double rows_moved = 0;
-  if (window) {
-    a.k_cache = strided(layer.window_cache, DType::u8, {kv_pool, block_size, kDsMlaRow},
-                        {stride_window, kDsMlaRow, 1});
-    a.seq_lens = ref(seq_lens, DType::i32, {sp.prefills});
-    a.gather_lens = ref(gather_lens, DType::i32, {sp.prefills});
-    a.offset = compressed_rows;
-    for (const auto g : sp.gather_host) rows_moved += g;
-  } else {
-    const bool is_c4 = ratio == kCsaCompressRatio;
-    a.k_cache = strided(layer.compressed_ds_mla, DType::u8,
-                        {kv_pool, is_c4 ? rows_c4 : rows_c128, kDsMlaRow},
-                        {is_c4 ? stride_c4 : stride_c128, kDsMlaRow, 1});
-    a.seq_lens = ref(is_c4 ? lens_c4 : lens_c128, DType::i32, {sp.prefills});
-    a.offset = 0;
-    for (const auto l : (is_c4 ? sp.c4_host : sp.c128_host)) rows_moved += l;
-  }
-  call.traffic.push_back({DequantGatherKernel::instance().name(),
-                          rows_moved * (kDsMlaRow + 2 * kHead) + sp.prefills * 8.0});
-  call.args = std::move(a);
-  out.push_back(std::move(call));
-}
-
-void BatteryWorkspace::State::add_dcp_pack_call(StepPlan& sp, const Layer& layer, bool prefill,
-                                                std::vector<AttentionCall>& out) const {
-  AttentionCall call;
-  call.kind = prefill ? "dcp-pack prefill" : "dcp-pack decode";
-  call.layer = layer.kind;
-  call.layer_index = layer.index;
-  DcpPackArgs a;
-  const std::int64_t rows = prefill ? sp.prefill_tokens : sp.decode_tokens;
-  const std::int64_t columns = prefill ? sp.prefill_columns : sp.decode_columns;
-  a.logits = ref(logits, DType::f32, {rows, columns});
-  a.topk_indices = ref(prefill ? topk_prefill : topk_decode, DType::i32, {rows, topk});
-  if (prefill) a.row_starts = ref(row_starts, DType::i32, {rows});
-  a.packed = ref(packed, DType::f32, {rows, topk, 2});
-  a.dcp_world_size = sp.world;
-  a.cp_interleave = config.serving.cp_interleave;
-  a.dcp_rank = std::uniform_int_distribution<int>(0, sp.world - 1)(sp.rank_random);
-  call.traffic.push_back({DcpPackKernel::instance().name(),
-                          static_cast<double>(rows) * (topk * (4 + 4 + 8) + (prefill ? 4 : 0))});
-  call.args = std::move(a);
-  out.push_back(std::move(call));
-}
-
-void BatteryWorkspace::State::add_indexer_q_call(StepPlan& sp, const Layer& layer,
-                                                 std::vector<AttentionCall>& out) const {
-  AttentionCall call;
-  call.kind = "indexer-q";
-  call.layer = layer.kind;
-  call.layer_index = layer.index;
-  IndexerQInputs inputs;
-  inputs.positions = sp.positions_ref;
-  inputs.q = ref(q, DType::bf16, {sp.tokens, heads, head_dim});
-  inputs.cos_sin_cache = ref(cos_sin, DType::f32, {max_len, rope_dim});
-  inputs.weights = ref(weights, DType::bf16, {sp.tokens, heads});
-  inputs.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)) /
-                                    std::sqrt(static_cast<double>(heads)));
-  const double elements = static_cast<double>(sp.tokens) * heads * head_dim;
-  double bytes = static_cast<double>(sp.tokens) * (8 + rope_dim * 4) + elements * 2 +
-                 static_cast<double>(sp.tokens) * heads * (2 + 4);
-  const TensorRef weights_out_ref = ref(weights_out, DType::f32, {sp.tokens, heads});
-  if (config.serving.indexer_dtype == IndexerDtype::fp8) {
-    IndexerQFp8Outputs outputs{ref(q_out, DType::u8, {sp.tokens, heads, head_dim}),
-                               weights_out_ref};
-    bytes += elements;
-    call.traffic.push_back({IndexerQFp8Kernel::instance().name(), bytes});
-    call.args = IndexerQFp8Args{inputs, outputs};
-  } else {
-    IndexerQMxFp4Outputs outputs{ref(q_out, DType::u8, {sp.tokens, heads, head_dim / 2}),
-                                 ref(q_scale, DType::u8, {sp.tokens, heads, head_dim / 32}),
+  static void add_indexer_q_call(const State& ws, StepPlan& sp, const Layer& layer,
+                                 std::vector<AttentionCall>& out) {
+    AttentionCall call;
+    call.kind = "indexer-q";
+    call.layer = layer.kind;
+    call.layer_index = layer.index;
+    IndexerQInputs inputs;
+    inputs.positions = sp.positions_ref;
+    inputs.q = ws.ref(ws.q, DType::bf16, {sp.tokens, ws.heads, ws.head_dim});
+    inputs.cos_sin_cache = ws.ref(ws.cos_sin, DType::f32, {ws.max_len, ws.rope_dim});
+    inputs.weights = ws.ref(ws.weights, DType::bf16, {sp.tokens, ws.heads});
+    inputs.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(ws.head_dim)) /
+                                      std::sqrt(static_cast<double>(ws.heads)));
+    const double elements = static_cast<double>(sp.tokens) * ws.heads * ws.head_dim;
+    double bytes = static_cast<double>(sp.tokens) * (8 + ws.rope_dim * 4) + elements * 2 +
+                   static_cast<double>(sp.tokens) * ws.heads * (2 + 4);
+    const TensorRef weights_out_ref = ws.ref(ws.weights_out, DType::f32, {sp.tokens, ws.heads});
+    if (ws.config.serving.indexer_dtype == IndexerDtype::fp8) {
+      IndexerQFp8Outputs outputs{ws.ref(ws.q_out, DType::u8, {sp.tokens, ws.heads, ws.head_dim}),
                                  weights_out_ref};
-    bytes += elements / 2 + elements / 32;
-    call.traffic.push_back({IndexerQMxFp4Kernel::instance().name(), bytes});
-    call.args = IndexerQMxFp4Args{inputs, outputs};
+      bytes += elements;
+      call.traffic.push_back({IndexerQFp8Kernel::instance().name(), bytes});
+      call.args = IndexerQFp8Args{inputs, outputs};
+    } else {
+      IndexerQMxFp4Outputs outputs{
+          ws.ref(ws.q_out, DType::u8, {sp.tokens, ws.heads, ws.head_dim / 2}),
+          ws.ref(ws.q_scale, DType::u8, {sp.tokens, ws.heads, ws.head_dim / 32}), weights_out_ref};
+      bytes += elements / 2 + elements / 32;
+      call.traffic.push_back({IndexerQMxFp4Kernel::instance().name(), bytes});
+      call.args = IndexerQMxFp4Args{inputs, outputs};
+    }
+    out.push_back(std::move(call));
   }
-  out.push_back(std::move(call));
-}
+};
 
 // Layer by layer, each kind's calls in the order its attention layer makes them.
 std::vector<AttentionCall> BatteryWorkspace::State::calls(const ServingStep& step) {
@@ -385,24 +403,29 @@ std::vector<AttentionCall> BatteryWorkspace::State::calls(const ServingStep& ste
   for (const Layer& layer : layers) {
     switch (layer.kind) {
       case LayerKind::csa:
-        if (c4) add_compressor_call(sp, layer, true, out);
-        if (indexer) add_indexer_q_call(sp, layer, out);
-        if (dcp && sp.decode_tokens > 0) add_dcp_pack_call(sp, layer, false, out);
-        if (dcp && sp.prefill_tokens > 0) add_dcp_pack_call(sp, layer, true, out);
+        if (c4) CallBuilders::add_compressor_call(*this, sp, layer, true, out);
+        if (indexer) CallBuilders::add_indexer_q_call(*this, sp, layer, out);
+        if (dcp && sp.decode_tokens > 0)
+          CallBuilders::add_dcp_pack_call(*this, sp, layer, false, out);
+        if (dcp && sp.prefill_tokens > 0)
+          CallBuilders::add_dcp_pack_call(*this, sp, layer, true, out);
         if (gathers && sp.prefills > 0) {
-          add_gather_call(sp, layer, false, sp.max_c4, kCsaCompressRatio, out);
-          add_gather_call(sp, layer, true, sp.max_c4, kCsaCompressRatio, out);
+          CallBuilders::add_gather_call(*this, sp, layer, false, sp.max_c4, kCsaCompressRatio, out);
+          CallBuilders::add_gather_call(*this, sp, layer, true, sp.max_c4, kCsaCompressRatio, out);
         }
         break;
       case LayerKind::hca:
-        if (c128) add_compressor_call(sp, layer, false, out);
+        if (c128) CallBuilders::add_compressor_call(*this, sp, layer, false, out);
         if (gathers && sp.prefills > 0) {
-          add_gather_call(sp, layer, false, sp.max_c128, kHcaCompressRatio, out);
-          add_gather_call(sp, layer, true, sp.max_c128, kHcaCompressRatio, out);
+          CallBuilders::add_gather_call(*this, sp, layer, false, sp.max_c128, kHcaCompressRatio,
+                                        out);
+          CallBuilders::add_gather_call(*this, sp, layer, true, sp.max_c128, kHcaCompressRatio,
+                                        out);
         }
         break;
       case LayerKind::sliding_window:
-        if (gathers && sp.prefills > 0) add_gather_call(sp, layer, true, 0, 0, out);
+        if (gathers && sp.prefills > 0)
+          CallBuilders::add_gather_call(*this, sp, layer, true, 0, 0, out);
         break;
     }
   }

@@ -10,11 +10,7 @@ namespace zerojit::dsv4 {
 
 void BatteryWorkspace::State::setup() {
   const ModelConfig& model = config.model;
-  indexer = kernels->runs<IndexerQFp8Kernel>() || kernels->runs<IndexerQMxFp4Kernel>();
-  c4 = kernels->runs<C4StoreKernel>() || kernels->runs<C4StoreFullKernel>();
-  c128 = kernels->runs<C128CompressKernel>();
-  gathers = kernels->runs<DequantGatherKernel>();
-  dcp = kernels->runs<DcpPackKernel>();
+  choose_calls();
   full_cache = config.serving.kv_cache_dtype != KvCacheDtype::fp8_ds_mla;
   full_fp8 = config.serving.kv_cache_dtype == KvCacheDtype::fp8_e4m3;
   norm_dtype = to_dtype(model.dtype);

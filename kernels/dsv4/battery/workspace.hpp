@@ -95,7 +95,7 @@ struct BatteryWorkspace::State {
   Device device;
   Noise noise{1};
 
-  // What runs (the runtime checks the same features).
+  // What runs (choose_calls; the runtime asks the same gates).
   bool indexer = false;
   bool c4 = false;
   bool c128 = false;
@@ -177,17 +177,13 @@ struct BatteryWorkspace::State {
   void fill_static();
   std::vector<AttentionCall> calls(const ServingStep& step);
 
-  // calls.cpp: one step's shared values, its metadata upload, and a builder per call.
+  // calls.cpp: which calls the configuration makes (the flags above), one step's shared values
+  // and its metadata upload, and the builders of the calls (CallBuilders, private to that file).
+  void choose_calls();
   struct StepPlan;
+  struct CallBuilders;
   StepPlan plan_step(const ServingStep& step) const;
   void upload_step(const ServingStep& step, const StepPlan& sp);
-  void add_compressor_call(StepPlan& sp, const Layer& layer, bool is_c4,
-                           std::vector<AttentionCall>& out) const;
-  void add_gather_call(StepPlan& sp, const Layer& layer, bool window, std::int64_t compressed_rows,
-                       int ratio, std::vector<AttentionCall>& out) const;
-  void add_dcp_pack_call(StepPlan& sp, const Layer& layer, bool prefill,
-                         std::vector<AttentionCall>& out) const;
-  void add_indexer_q_call(StepPlan& sp, const Layer& layer, std::vector<AttentionCall>& out) const;
 };
 
 }  // namespace zerojit::dsv4

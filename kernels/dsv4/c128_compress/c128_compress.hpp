@@ -4,6 +4,7 @@
 
 #include <tuple>
 
+#include "dsv4/c128_compress/c128_compress_params.h"
 #include "dsv4/c128_compress/gate.hpp"
 #include "dsv4/owner_common.hpp"
 
@@ -63,6 +64,10 @@ class C128CompressKernel final
   LaunchSpecWithOutputs<C128CompressKey, TensorRef> plan(const C128CompressKey& key,
                                                          const C128CompressArgs& args) const;
   WarmupSpace<C128CompressDescriptors> warmup_space(const C128CompressGate& gate) const;
+
+  // The CPU reference of the kernel compiled for `key`, on the argument block plan() packs
+  // (defined with the references, reference.cpp beside this file).
+  static void reference(const C128CompressKey& key, const zj::dsv4::C128CompressParams& params);
 
  private:
   friend JitKernel;

@@ -6,6 +6,7 @@
 #include <optional>
 #include <tuple>
 
+#include "dsv4/c128_store/c128_store_params.h"
 #include "dsv4/c128_store/gate.hpp"
 #include "dsv4/owner_common.hpp"
 
@@ -105,6 +106,10 @@ class C128StoreKernel final
   LaunchSpec<C128StoreKey> plan(const C128StoreKey& key, const C128StoreArgs& args) const;
   WarmupSpace<C128StoreDescriptors> warmup_space(const C128DsMlaStoreGate& gate) const;
 
+  // The CPU reference of the kernel compiled for `key`, on the argument block plan() packs
+  // (defined with the references, reference.cpp beside this file).
+  static void reference(const C128StoreKey& key, const zj::dsv4::C128StoreParams& params);
+
  private:
   friend JitKernel;
   C128StoreKernel() : JitKernel("dsv4.c128_store", embedded_files()) {}
@@ -118,6 +123,10 @@ class C128StoreFullKernel final
   Program program(const C128StoreFullKey& key) const override;
   LaunchSpec<C128StoreFullKey> plan(const C128StoreFullKey& key, const C128StoreArgs& args) const;
   WarmupSpace<C128StoreDescriptors> warmup_space(const C128FullStoreGate& gate) const;
+
+  // The CPU reference of the kernel compiled for `key`, on the argument block plan() packs
+  // (defined with the references, reference.cpp beside this file).
+  static void reference(const C128StoreFullKey& key, const zj::dsv4::C128StoreFullParams& params);
 
  private:
   friend JitKernel;

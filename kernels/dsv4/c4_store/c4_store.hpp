@@ -7,6 +7,7 @@
 #include <optional>
 #include <tuple>
 
+#include "dsv4/c4_store/c4_store_params.h"
 #include "dsv4/c4_store/gate.hpp"
 #include "dsv4/owner_common.hpp"
 
@@ -116,6 +117,10 @@ class C4StoreKernel final : public JitKernel<C4StoreKernel, C4StoreKey, C4StoreD
   LaunchSpec<C4StoreKey> plan(const C4StoreKey& key, const C4StoreArgs& args) const;
   WarmupSpace<C4StoreDescriptors> warmup_space(const C4DsMlaStoreGate& gate) const;
 
+  // The CPU reference of the kernel compiled for `key`, on the argument block plan() packs
+  // (defined with the references, reference.cpp beside this file).
+  static void reference(const C4StoreKey& key, const zj::dsv4::C4StoreParams& params);
+
  private:
   friend JitKernel;
   C4StoreKernel() : JitKernel("dsv4.c4_store", embedded_files()) {}
@@ -129,6 +134,10 @@ class C4StoreFullKernel final
   Program program(const C4StoreFullKey& key) const override;
   LaunchSpec<C4StoreFullKey> plan(const C4StoreFullKey& key, const C4StoreArgs& args) const;
   WarmupSpace<C4StoreDescriptors> warmup_space(const C4FullStoreGate& gate) const;
+
+  // The CPU reference of the kernel compiled for `key`, on the argument block plan() packs
+  // (defined with the references, reference.cpp beside this file).
+  static void reference(const C4StoreFullKey& key, const zj::dsv4::C4StoreFullParams& params);
 
  private:
   friend JitKernel;

@@ -9,7 +9,7 @@
 //
 // Compiled by g++ (host launch code, CPU references) and by NVRTC (device code), so the blocks
 // hold builtin types only. The host fills a block with device pointers to launch a kernel and
-// with host pointers to run the matching CPU reference (kernels/dsv4/compressor/reference.hpp).
+// with host pointers to run the matching CPU reference (each kernel folder's reference.hpp).
 //
 // Conventions shared by every block:
 //  * Strides are in elements unless the name ends in `_bytes`; lengths are element counts.

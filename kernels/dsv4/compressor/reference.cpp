@@ -37,10 +37,6 @@ constexpr long long kTokenStride = zj::dsv4::kDsMlaTokenStrideBytes;
 constexpr long long kScaleBytes = zj::dsv4::kDsMlaScaleBytes;
 constexpr long long kRowBytes = zj::dsv4::kDsMlaRowBytes;
 
-[[noreturn]] void fail(const char* kernel, const std::string& what) {
-  throw std::invalid_argument(std::string(kernel) + ": " + what);
-}
-
 float load_weight(const void* weights, NormWeightType type, int index) {
   if (type == NormWeightType::kFloat32) return static_cast<const float*>(weights)[index];
   return bf16_to_float(static_cast<const std::uint16_t*>(weights)[index]);
@@ -57,112 +53,6 @@ void put_bf16(unsigned char* destination, float value) {
   const std::uint16_t bits = float_to_bf16_rn(value);
   destination[0] = static_cast<unsigned char>(bits & 0xFFu);
   destination[1] = static_cast<unsigned char>(bits >> 8);
-}
-
-// Softmax pooling of `count` rows for one element, two-pass in double.
-struct PoolTerm {
-  double kv;
-  double score;
-};
-
-float softmax_pool(const PoolTerm* terms, int count) {
-  double max_score = -std::numeric_limits<double>::infinity();
-  for (int i = 0; i < count; ++i) max_score = std::max(max_score, terms[i].score);
-  double weight_sum = 0.0;
-  double weighted_kv = 0.0;
-  for (int i = 0; i < count; ++i) {
-    const double w = std::exp(terms[i].score - max_score);
-    weight_sum += w;
-    weighted_kv += terms[i].kv * w;
-  }
-  return static_cast<float>(weighted_kv / weight_sum);
-}
-
-// --- C4 (both variants) -------------------------------------------------------------------------
-
-struct C4Token {
-  long long position;
-  long long kv_slot;
-  int request;
-};
-
-template <typename Params>
-void validate_c4(const char* kernel, const Params& params) {
-  if (params.state_block_size <= 0) fail(kernel, "state_block_size must be positive");
-  if (params.kv_cache_block_size <= 0) fail(kernel, "kv_cache_block_size must be positive");
-}
-
-// Mirrors compressor_common.cuh's c4_load_token.
-template <typename Params>
-bool c4_token(const Params& params, long long token, C4Token& out) {
-  if (token >= params.num_tokens || token >= params.num_token_to_req ||
-      token >= params.num_positions || token >= params.num_kv_slots) {
-    return false;
-  }
-  const long long slot = params.slot_mapping[token];
-  const long long position = params.positions[token];
-  const long long kv_slot = params.kv_slot_mapping[token];
-  const int request = params.token_to_req[token];
-  if (slot < 0 || position < 0 || (position + 1) % zj::dsv4::kC4Ratio != 0 || kv_slot < 0) {
-    return false;
-  }
-  if (request < 0 || request >= params.block_table_rows) return false;
-  if (position / params.state_block_size >= params.block_table_width) return false;
-  out = {position, kv_slot, request};
-  return true;
-}
-
-// Spec 3's pooling and norm for one active token: y[512].
-template <typename Params>
-void c4_pool_and_norm(const Params& params, const C4Token& token, NormWeightType weight_type,
-                      float* y) {
-  constexpr int kRows = zj::dsv4::kC4PooledRows;
-  std::array<long long, kRows> row_offset{};
-  for (int r = 0; r < kRows; ++r) {
-    const long long pos = token.position - (kRows - 1) + r;
-    if (pos < 0) {
-      row_offset[static_cast<std::size_t>(r)] = -1;
-      continue;
-    }
-    const long long column = pos / params.state_block_size;
-    const long long row_in_block = pos % params.state_block_size;
-    const long long block =
-        std::max(0, params.block_table[token.request * params.block_table_stride + column]);
-    row_offset[static_cast<std::size_t>(r)] = block * params.state_block_stride +
-                                              row_in_block * params.state_row_stride +
-                                              (r / 4) * kHead;
-  }
-  std::array<float, kHead> x{};
-  std::array<PoolTerm, kRows> terms{};
-  for (int e = 0; e < kHead; ++e) {
-    int count = 0;
-    for (int r = 0; r < kRows; ++r) {
-      const long long offset = row_offset[static_cast<std::size_t>(r)];
-      if (offset < 0) continue;
-      const float* row = params.state_cache + offset;
-      terms[static_cast<std::size_t>(count++)] = {row[e], row[zj::dsv4::kC4StateWidth + e]};
-    }
-    x[static_cast<std::size_t>(e)] = softmax_pool(terms.data(), count);
-  }
-  rms_norm_row(x.data(), params.rms_norm_weight, weight_type, params.eps, y);
-}
-
-const float* c4_cos_sin_row(const float* cos_sin_cache, long long stride, long long position) {
-  return cos_sin_cache + (position / zj::dsv4::kC4Ratio) * zj::dsv4::kC4Ratio * stride;
-}
-
-// --- C128 stores --------------------------------------------------------------------------------
-
-template <typename Params>
-bool c128_store_token(const Params& params, long long token, long long& position,
-                      long long& kv_slot) {
-  if (token >= params.num_tokens || token >= params.num_positions || token >= params.num_kv_slots) {
-    return false;
-  }
-  const long long slot = params.slot_mapping[token];
-  position = params.positions[token];
-  kv_slot = params.kv_slot_mapping[token];
-  return slot >= 0 && position >= 0 && (position + 1) % zj::dsv4::kC128Ratio == 0 && kv_slot >= 0;
 }
 
 // --- Comparison helpers -------------------------------------------------------------------------
@@ -234,6 +124,29 @@ std::string flip_budget_message(long long flips, long long compared, long long a
 
 }  // namespace
 
+// --- Shared helpers -----------------------------------------------------------------------------
+
+NormWeightType norm_weight_type(DType norm_weight_dtype) {
+  return norm_weight_dtype == DType::f32 ? NormWeightType::kFloat32 : NormWeightType::kBFloat16;
+}
+
+void throw_invalid_argument(const char* kernel, const std::string& what) {
+  throw std::invalid_argument(std::string(kernel) + ": " + what);
+}
+
+float softmax_pool(const PoolTerm* terms, int count) {
+  double max_score = -std::numeric_limits<double>::infinity();
+  for (int i = 0; i < count; ++i) max_score = std::max(max_score, terms[i].score);
+  double weight_sum = 0.0;
+  double weighted_kv = 0.0;
+  for (int i = 0; i < count; ++i) {
+    const double w = std::exp(terms[i].score - max_score);
+    weight_sum += w;
+    weighted_kv += terms[i].kv * w;
+  }
+  return static_cast<float>(weighted_kv / weight_sum);
+}
+
 // --- Stages -------------------------------------------------------------------------------------
 
 void rms_norm_row(const float* x, const void* weight, NormWeightType weight_type, float eps,
@@ -299,141 +212,6 @@ void store_full_row(const float* y, const float* cos_sin_row, unsigned char* k_c
   } else {
     for (int e = 0; e < kHead; ++e) put_bf16(base + 2 * e, v[static_cast<std::size_t>(e)]);
   }
-}
-
-// --- Kernels ------------------------------------------------------------------------------------
-
-std::vector<long long> c4_store(const zj::dsv4::C4StoreParams& params,
-                                const C4StoreTemplateArgs& args) {
-  constexpr const char* kKernel = "c4_store";
-  validate_c4(kKernel, params);
-  if (params.kv_block_stride_bytes < params.kv_cache_block_size * kRowBytes) {
-    fail(kKernel, "kv_block_stride_bytes is below kv_cache_block_size * 584");
-  }
-  std::vector<long long> written;
-  std::array<float, kHead> y{};
-  for (long long t = 0; t < params.num_tokens; ++t) {
-    C4Token token{};
-    if (!c4_token(params, t, token)) continue;
-    c4_pool_and_norm(params, token, args.norm_weight_type, y.data());
-    store_ds_mla_row(
-        y.data(), c4_cos_sin_row(params.cos_sin_cache, params.cos_sin_stride, token.position),
-        params.k_cache, params.kv_block_stride_bytes, params.kv_cache_block_size, token.kv_slot);
-    written.push_back(token.kv_slot);
-  }
-  return written;
-}
-
-std::vector<long long> c4_store_full(const zj::dsv4::C4StoreFullParams& params,
-                                     const C4StoreFullTemplateArgs& args) {
-  constexpr const char* kKernel = "c4_store_full";
-  validate_c4(kKernel, params);
-  std::vector<long long> written;
-  std::array<float, kHead> y{};
-  const float fp8_scale = args.store_full_fp8 ? params.fp8_scale[0] : 1.0f;
-  for (long long t = 0; t < params.num_tokens; ++t) {
-    C4Token token{};
-    if (!c4_token(params, t, token)) continue;
-    c4_pool_and_norm(params, token, args.norm_weight_type, y.data());
-    store_full_row(y.data(),
-                   c4_cos_sin_row(params.cos_sin_cache, params.cos_sin_stride, token.position),
-                   params.k_cache, params.kv_block_stride_bytes, params.kv_row_stride_bytes,
-                   params.kv_cache_block_size, token.kv_slot, args.store_full_fp8, fp8_scale);
-    written.push_back(token.kv_slot);
-  }
-  return written;
-}
-
-std::vector<long long> c128_compress(const zj::dsv4::C128CompressParams& params,
-                                     const C128CompressTemplateArgs& args) {
-  constexpr const char* kKernel = "c128_compress";
-  const int head = args.head_size;
-  if (head <= 0 || head % zj::dsv4::kC128CompressColumns != 0) {
-    fail(kKernel, "head_size must be a positive multiple of 64");
-  }
-  if (params.state_block_size != zj::dsv4::kC128StateBlockSize) {
-    fail(kKernel, "state_block_size must be 8, got " + std::to_string(params.state_block_size));
-  }
-  constexpr int kRows = zj::dsv4::kC128Ratio;
-  constexpr long long kBs = zj::dsv4::kC128StateBlockSize;
-  std::vector<long long> written;
-  std::vector<PoolTerm> terms(kRows);
-  std::vector<const float*> rows(kRows);
-  for (long long t = 0; t < params.num_tokens; ++t) {
-    if (t >= params.num_token_to_req || t >= params.num_positions) continue;
-    const long long slot = params.slot_mapping[t];
-    const long long position = params.positions[t];
-    const int request = params.token_to_req[t];
-    if (slot < 0 || position < 0 || (position + 1) % kRows != 0) continue;
-    if (request < 0 || request >= params.block_table_rows) continue;
-    if (position / kBs >= params.block_table_width) continue;
-    const long long start = position - (kRows - 1);
-    for (int r = 0; r < kRows; ++r) {
-      const long long pos = start + r;
-      const long long block =
-          std::max(0, params.block_table[request * params.block_table_stride + pos / kBs]);
-      rows[static_cast<std::size_t>(r)] = params.state_cache + block * params.state_block_stride +
-                                          (pos % kBs) * params.state_row_stride;
-    }
-    float* out = params.compressed_kv + t * head;
-    for (int e = 0; e < head; ++e) {
-      for (int r = 0; r < kRows; ++r) {
-        const float* row = rows[static_cast<std::size_t>(r)];
-        terms[static_cast<std::size_t>(r)] = {row[e], row[head + e]};
-      }
-      out[e] = softmax_pool(terms.data(), kRows);
-    }
-    written.push_back(t);
-  }
-  return written;
-}
-
-std::vector<long long> c128_store(const zj::dsv4::C128StoreParams& params,
-                                  const C128StoreTemplateArgs& args) {
-  constexpr const char* kKernel = "c128_store";
-  if (args.kv_cache_block_size <= 0) fail(kKernel, "kv_cache_block_size must be positive");
-  if (args.kv_block_stride < args.kv_cache_block_size * kRowBytes) {
-    fail(kKernel, "kv_block_stride is below kv_cache_block_size * 584");
-  }
-  std::vector<long long> written;
-  std::array<float, kHead> y{};
-  for (long long t = 0; t < params.num_tokens; ++t) {
-    long long position = 0;
-    long long kv_slot = 0;
-    if (!c128_store_token(params, t, position, kv_slot)) continue;
-    rms_norm_row(params.compressed_kv + t * kHead, params.rms_norm_weight, args.norm_weight_type,
-                 params.eps, y.data());
-    const float* cos_sin_row =
-        params.cos_sin_cache + (position - (zj::dsv4::kC128Ratio - 1)) * params.cos_sin_stride;
-    store_ds_mla_row(y.data(), cos_sin_row, params.k_cache, args.kv_block_stride,
-                     args.kv_cache_block_size, kv_slot);
-    written.push_back(kv_slot);
-  }
-  return written;
-}
-
-std::vector<long long> c128_store_full(const zj::dsv4::C128StoreFullParams& params,
-                                       const C128StoreFullTemplateArgs& args) {
-  constexpr const char* kKernel = "c128_store_full";
-  if (params.kv_cache_block_size <= 0) fail(kKernel, "kv_cache_block_size must be positive");
-  std::vector<long long> written;
-  std::array<float, kHead> y{};
-  const float fp8_scale = args.store_full_fp8 ? params.fp8_scale[0] : 1.0f;
-  for (long long t = 0; t < params.num_tokens; ++t) {
-    long long position = 0;
-    long long kv_slot = 0;
-    if (!c128_store_token(params, t, position, kv_slot)) continue;
-    rms_norm_row(params.compressed_kv + t * kHead, params.rms_norm_weight, args.norm_weight_type,
-                 params.eps, y.data());
-    const float* cos_sin_row = params.cos_sin_cache + (position / zj::dsv4::kC128Ratio) *
-                                                          zj::dsv4::kC128Ratio *
-                                                          params.cos_sin_stride;
-    store_full_row(y.data(), cos_sin_row, params.k_cache, params.kv_block_stride_bytes,
-                   params.kv_row_stride_bytes, params.kv_cache_block_size, kv_slot,
-                   args.store_full_fp8, fp8_scale);
-    written.push_back(kv_slot);
-  }
-  return written;
 }
 
 // --- Comparisons --------------------------------------------------------------------------------

@@ -1,11 +1,15 @@
-// CPU references of the five DSv4 compressor kernels (spec sections 3-7), their post-pooling
-// stages, and the tolerance-aware comparisons that GPU tests use to check a kernel's output
-// against them.
+// The shared stages of the CPU references of the five DSv4 compressor kernels (spec sections
+// 3-7): softmax pooling, the post-pooling stages (RMSNorm, the fp8_ds_mla and full row stores),
+// and the tolerance-aware comparisons that GPU tests use to check a kernel's output against a
+// reference.
 //
-// Each reference takes the kernel's own argument block (filled with HOST pointers) plus the
-// kernel's template arguments as a small struct, writes exactly the bytes the kernel writes and
-// nothing else, and returns the rows it wrote (kv slots for the stores, token indices for the
-// C128 compress), in token order, ready to hand to the comparisons.
+// The whole-kernel references live beside their kernels (c4_store/reference.hpp,
+// c128_compress/reference.hpp, c128_store/reference.hpp). Each takes the key the kernel was
+// compiled for, so that the compile-time values a reference uses are the key's own and cannot
+// drift from a restated copy, plus the kernel's own argument block (filled with HOST pointers).
+// Each writes exactly the bytes the kernel writes and nothing else, and returns the rows it
+// wrote (kv slots for the stores, token indices for the C128 compress), in token order, ready
+// to hand to the comparisons.
 //
 // Numerics (see spec 0.2, 10, 11):
 //  * Pooling is two-pass in double (max, then sum of exp(sc - max)): the softmax value itself,
@@ -22,58 +26,34 @@
 #include <cstdint>
 #include <span>
 #include <string>
-#include <vector>
 
-#include "dsv4/c128_compress/c128_compress_params.h"
-#include "dsv4/c128_store/c128_store_params.h"
-#include "dsv4/c4_store/c4_store_params.h"
+#include "dsv4/compressor/compressor_params.h"
+#include "zerojit/dtype.hpp"
 
 namespace zerojit::dsv4::reference {
 
 // The NormWeightT template argument of the kernels.
 enum class NormWeightType { kFloat32, kBFloat16 };
 
-// Template arguments of each kernel, in the order of its template parameter list.
-struct C4StoreTemplateArgs {
-  NormWeightType norm_weight_type = NormWeightType::kBFloat16;
-};
-struct C4StoreFullTemplateArgs {
-  bool store_full_fp8 = false;
-  NormWeightType norm_weight_type = NormWeightType::kBFloat16;
-};
-struct C128CompressTemplateArgs {
-  int head_size = zj::dsv4::kCompressorHeadSize;
-};
-struct C128StoreTemplateArgs {
-  long long kv_cache_block_size = 2;  // B
-  long long kv_block_stride = 1728;   // page stride in bytes
-  NormWeightType norm_weight_type = NormWeightType::kBFloat16;
-};
-struct C128StoreFullTemplateArgs {
-  bool store_full_fp8 = false;
-  NormWeightType norm_weight_type = NormWeightType::kBFloat16;
+// --- Helpers shared by the whole-kernel references ------------------------------------------
+
+// The NormWeightT a key's norm_weight_dtype selects: f32 loads float weights, any other dtype
+// (dispatch accepts only bf16 besides f32) bf16.
+NormWeightType norm_weight_type(DType norm_weight_dtype);
+
+// Throws std::invalid_argument("<kernel>: <what>") for a configuration the launcher must
+// reject, so that every reference names the kernel and the argument the same way.
+[[noreturn]] void throw_invalid_argument(const char* kernel, const std::string& what);
+
+// One pooled row's contribution to one element: its kv value and its score.
+struct PoolTerm {
+  double kv;
+  double score;
 };
 
-// --- Whole kernels ---------------------------------------------------------------------------
-// Each throws std::invalid_argument (naming the kernel and the argument) for a configuration the
-// launcher must reject: non-positive block sizes, a page stride below B * 584, a C128 state
-// block size other than 8, a head size that is not a positive multiple of 64.
-
-// Spec 3. Returns the kv slots written.
-std::vector<long long> c4_store(const zj::dsv4::C4StoreParams& params,
-                                const C4StoreTemplateArgs& args);
-// Spec 4. Returns the kv slots written.
-std::vector<long long> c4_store_full(const zj::dsv4::C4StoreFullParams& params,
-                                     const C4StoreFullTemplateArgs& args);
-// Spec 5. Returns the token rows of compressed_kv written.
-std::vector<long long> c128_compress(const zj::dsv4::C128CompressParams& params,
-                                     const C128CompressTemplateArgs& args);
-// Spec 6. Returns the kv slots written.
-std::vector<long long> c128_store(const zj::dsv4::C128StoreParams& params,
-                                  const C128StoreTemplateArgs& args);
-// Spec 7. Returns the kv slots written.
-std::vector<long long> c128_store_full(const zj::dsv4::C128StoreFullParams& params,
-                                       const C128StoreFullTemplateArgs& args);
+// Softmax pooling of `count` terms for one element, two-pass in double (see Numerics above):
+// the C4 stores and the C128 compress pool the same way over different rows.
+float softmax_pool(const PoolTerm* terms, int count);
 
 // --- Stages after pooling ----------------------------------------------------------------------
 

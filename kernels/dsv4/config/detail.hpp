@@ -51,17 +51,6 @@ std::string number_text(const nlohmann::json& value);
 
 std::string join(std::span<const std::string_view> names);
 
-// Forward declared: detail.hpp must not need the whole configuration.
-}  // namespace zerojit::dsv4::config_detail
-namespace zerojit::dsv4 {
-struct Dsv4Config;
-}
-namespace zerojit::dsv4::config_detail {
-
-// Throws ConfigError naming the model or serving field when a kernel the gates select cannot
-// be built for the configuration (kernel_domains.cpp). Expects a validated model and serving.
-void validate_kernel_domains(const Dsv4Config& config);
-
 template <typename Integer>
 std::string to_text(Integer value) {
   return std::to_string(value);

@@ -13,10 +13,10 @@ struct Dsv4Config {
   bool operator==(const Dsv4Config&) const = default;
 };
 
-// Validates the model and the serving options, then checks that every kernel they run (by the
-// kernels' gates) can be built for them: e.g. qk_rope_head_dim a multiple of 16 when the indexer
-// runs, 64 when a compressor runs, index_topk 512, 1024 or 2048 under DCP. Throws ConfigError
-// naming the field (and the model's name: its file) and the values allowed.
+// Validates the model and the serving options and their consistency. Throws ConfigError naming
+// the field (and the model's name: its file) and the values allowed. Whether the kernels they run
+// can be built for them (qk_rope_head_dim a multiple of 16 when the indexer runs, 64 when a
+// compressor runs, ...) is each kernel gate's to say: validate_for_kernels (dsv4/family.hpp).
 void validate(const Dsv4Config& config);
 
 }  // namespace zerojit::dsv4

@@ -1,14 +1,15 @@
 // The one error type of the DSv4 configuration.
 #pragma once
 
-#include <stdexcept>
+#include "zerojit/error.hpp"
 
 namespace zerojit::dsv4 {
 
-// Raised for any malformed or inconsistent configuration; the message names the field.
-class ConfigError : public std::runtime_error {
+// Raised for any malformed or inconsistent configuration; the message names the field. A
+// zerojit::Error, so a caller catching the library's errors catches this one too.
+class ConfigError : public Error {
  public:
-  using std::runtime_error::runtime_error;
+  using Error::Error;
 };
 
 }  // namespace zerojit::dsv4

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "dsv4/config/detail.hpp"
+
 namespace zerojit::dsv4 {
 
 bool has_compress_ratio(const ModelConfig& model, int compress_ratio) {
@@ -9,6 +11,10 @@ bool has_compress_ratio(const ModelConfig& model, int compress_ratio) {
     return std::find(ratios.begin(), ratios.end(), compress_ratio) != ratios.end();
   };
   return contains(model.compress_ratios) || contains(model.mtp_compress_ratios);
+}
+
+void refuse_model_field(const ModelConfig& model, const std::string& message) {
+  config_detail::fail_model(model.name, message);
 }
 
 }  // namespace zerojit::dsv4

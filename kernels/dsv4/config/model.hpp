@@ -44,4 +44,8 @@ bool has_compress_ratio(const ModelConfig& model, int compress_ratio);
 // Throws ConfigError naming model.name and the field when a value is out of range.
 void validate(const ModelConfig& model);
 
+// Throws ConfigError "DSv4 model config '<model.name>': <message>": how a kernel's gate refuses
+// a model field its kernel cannot build (the message names the field).
+[[noreturn]] void refuse_model_field(const ModelConfig& model, const std::string& message);
+
 }  // namespace zerojit::dsv4

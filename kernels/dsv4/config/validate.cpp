@@ -130,7 +130,6 @@ void validate(const ServingConfig& serving) {
 void validate(const Dsv4Config& config) {
   validate(config.model);
   validate(config.serving);
-  config_detail::validate_kernel_domains(config);
 }
 
 }  // namespace zerojit::dsv4

@@ -5,6 +5,7 @@
 #include <optional>
 #include <tuple>
 
+#include "dsv4/dequant_gather/dequant_gather_params.h"
 #include "dsv4/dequant_gather/gate.hpp"
 #include "dsv4/owner_common.hpp"
 
@@ -63,6 +64,10 @@ class DequantGatherKernel final
 
   // One point per (block_size, has_gather_lens) call the runtime makes (zipped).
   WarmupSpace<DequantGatherDescriptors> warmup_space(const DequantGatherGate& gate) const;
+
+  // The CPU reference of the kernel compiled for `key`, on the argument block plan() packs
+  // (defined with the references, reference.cpp beside this file).
+  static void reference(const DequantGatherKey& key, const zj::dsv4::DequantGatherParams& params);
 
  private:
   friend JitKernel;

@@ -1,4 +1,5 @@
 #include "dsv4/dequant_gather/reference.hpp"
+#include "dsv4/dequant_gather/dequant_gather.hpp"
 
 #include <cstdint>
 #include <stdexcept>
@@ -72,3 +73,12 @@ void dequant_gather(const zj::dsv4::DequantGatherParams& params, int block_size,
 }
 
 }  // namespace zerojit::dsv4::reference
+
+namespace zerojit::dsv4 {
+
+void DequantGatherKernel::reference(const DequantGatherKey& key,
+                                    const zj::dsv4::DequantGatherParams& params) {
+  reference::dequant_gather(params, key.block_size, key.has_gather_lens);
+}
+
+}  // namespace zerojit::dsv4

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "dsv4/indexer_q/gate.hpp"
+#include "dsv4/indexer_q/indexer_q_params.h"
 #include "dsv4/owner_common.hpp"
 
 namespace zerojit::dsv4 {
@@ -104,6 +105,10 @@ class IndexerQFp8Kernel final
     return indexer_q_warmup_space(gate);
   }
 
+  // The CPU reference of the kernel compiled for `key`, on the argument block plan() packs
+  // (defined with the references, reference.cpp beside this file).
+  static void reference(const IndexerQKey& key, const zj::dsv4::IndexerQParams& params);
+
  private:
   friend JitKernel;
   IndexerQFp8Kernel() : JitKernel("dsv4.indexer_q_fp8", embedded_files()) {}
@@ -121,6 +126,10 @@ class IndexerQMxFp4Kernel final
   WarmupSpace<IndexerQDescriptors> warmup_space(const IndexerQGate& gate) const {
     return indexer_q_warmup_space(gate);
   }
+
+  // The CPU reference of the kernel compiled for `key`, on the argument block plan() packs
+  // (defined with the references, reference.cpp beside this file).
+  static void reference(const IndexerQKey& key, const zj::dsv4::IndexerQParams& params);
 
  private:
   friend JitKernel;

@@ -1,4 +1,5 @@
 #include "dsv4/indexer_q/reference.hpp"
+#include "dsv4/indexer_q/indexer_q.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -152,3 +153,24 @@ void indexer_q_mxfp4(const IndexerQParams& params, const IndexerQShape& shape) {
 }
 
 }  // namespace zerojit::dsv4::reference
+
+namespace zerojit::dsv4 {
+
+namespace {
+
+reference::IndexerQShape shape_of(const IndexerQKey& key) {
+  return {key.head_dim, key.rope_dim, key.num_heads, key.cos_sin_dtype == DType::bf16};
+}
+
+}  // namespace
+
+void IndexerQFp8Kernel::reference(const IndexerQKey& key, const zj::dsv4::IndexerQParams& params) {
+  reference::indexer_q_fp8(params, shape_of(key));
+}
+
+void IndexerQMxFp4Kernel::reference(const IndexerQKey& key,
+                                    const zj::dsv4::IndexerQParams& params) {
+  reference::indexer_q_mxfp4(params, shape_of(key));
+}
+
+}  // namespace zerojit::dsv4

@@ -7,7 +7,7 @@
 #include <tuple>
 
 #include "examples/embedded.hpp"
-#include "zerojit/zerojit.hpp"
+#include "zerojit/kernel.hpp"
 
 namespace zerojit::examples {
 

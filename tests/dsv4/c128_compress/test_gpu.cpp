@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "dsv4/compressor/reference.hpp"
+#include "dsv4/c128_compress/reference.hpp"
 #include "dsv4/support/gpu_harness.hpp"
 
 namespace zerojit::dsv4 {
@@ -59,7 +59,7 @@ std::string check_c128_compress(const C128CompressCase& c) {
   p.block_table_rows = state.block_table.desc.size(0);
   p.block_table_width = state.block_table.desc.size(1);
   p.compressed_kv = expected.as<float>();
-  const std::vector<long long> written = ref::c128_compress(p, {512});
+  const std::vector<long long> written = ref::c128_compress(C128CompressKey{.head_size = 512}, p);
   if (written.empty()) return label + ": the case writes no row; it tests nothing (fix the case)";
 
   Placement device;

@@ -8,13 +8,14 @@
 #include <vector>
 
 #include "dsv4/c128_compress/c128_compress_params.h"
-#include "dsv4/compressor/reference.hpp"
+#include "dsv4/c128_compress/reference.hpp"
 #include "dsv4/support/compressor_patterns.hpp"
 
 namespace {
 
 using namespace zerojit::dsv4::testing;
 namespace ref = zerojit::dsv4::reference;
+using zerojit::dsv4::C128CompressKey;
 using zj::dsv4::C128CompressParams;
 
 // One request whose positions 0..255 live in 32 state blocks of 8 rows (block of column c is
@@ -77,7 +78,7 @@ TEST(CompressorReference, C128CompressEqualAndDominantScores) {
   p.block_table_width = C128Fixture::kColumns;
   std::vector<float> out(5 * 512, -9.0f);
   p.compressed_kv = out.data();
-  const auto rows = ref::c128_compress(p, {512});
+  const auto rows = ref::c128_compress(C128CompressKey{.head_size = 512}, p);
   ASSERT_EQ(rows, (std::vector<long long>{1, 3}));
   for (int e = 0; e < 512; ++e) {
     ASSERT_EQ(out[static_cast<std::size_t>(512 + e)], static_cast<float>(C128Fixture::base(0, e)))
@@ -91,7 +92,7 @@ TEST(CompressorReference, C128CompressEqualAndDominantScores) {
   }
 
   p.state_block_size = 4;
-  EXPECT_THROW(ref::c128_compress(p, {512}), std::invalid_argument);
+  EXPECT_THROW(ref::c128_compress(C128CompressKey{.head_size = 512}, p), std::invalid_argument);
 }
 
 }  // namespace

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "dsv4/compressor/reference.hpp"
+#include "dsv4/c128_store/reference.hpp"
 #include "dsv4/support/gpu_harness.hpp"
 
 namespace zerojit::dsv4 {
@@ -74,8 +74,6 @@ std::string check_c128_store(const C128StoreCase& c) {
   const KCache cache =
       make_k_cache(c.cache, c.kv_block_size, pages, c.page_stride, c.full_row_padding);
   KCache expected = cache;
-  const ref::NormWeightType norm =
-      c.norm_dtype == DType::f32 ? ref::NormWeightType::kFloat32 : ref::NormWeightType::kBFloat16;
   auto fill_common = [&](auto& p) {
     p.compressed_kv = compressed.as<float>();
     p.positions = meta.positions.as<long long>();
@@ -98,11 +96,15 @@ std::string check_c128_store(const C128StoreCase& c) {
     p.kv_row_stride_bytes = expected.row_stride_bytes;
     p.kv_cache_block_size = c.kv_block_size;
     p.fp8_scale = fp8_scale.as<float>();
-    written = ref::c128_store_full(p, {c.cache == CacheKind::full_e4m3, norm});
+    C128StoreFullKey key;
+    key.store_full_fp8 = c.cache == CacheKind::full_e4m3;
+    key.norm_weight_dtype = c.norm_dtype;
+    written = ref::c128_store_full(key, p);
   } else {
     params::C128StoreParams p{};
     fill_common(p);
-    written = ref::c128_store(p, {c.kv_block_size, expected.page_stride_bytes, norm});
+    // The key the launch compiles: its page geometry is the one make_k_cache gave the cache.
+    written = ref::c128_store(c128_store_key(c), p);
   }
   if (written.empty()) return label + ": the case writes no row; it tests nothing (fix the case)";
 

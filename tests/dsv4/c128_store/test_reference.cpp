@@ -7,13 +7,16 @@
 #include <vector>
 
 #include "dsv4/c128_store/c128_store_params.h"
-#include "dsv4/compressor/reference.hpp"
+#include "dsv4/c128_store/reference.hpp"
 #include "dsv4/support/compressor_patterns.hpp"
 
 namespace {
 
 using namespace zerojit::dsv4::testing;
 namespace ref = zerojit::dsv4::reference;
+using zerojit::DType;
+using zerojit::dsv4::C128StoreFullKey;
+using zerojit::dsv4::C128StoreKey;
 using zj::dsv4::C128StoreFullParams;
 using zj::dsv4::C128StoreParams;
 
@@ -59,8 +62,10 @@ TEST(CompressorReference, C128StoreAddressesPagesByCompileTimeStride) {
   for (const long long stride : {1728LL, 39168LL}) {
     std::vector<std::uint8_t> cache(3 * static_cast<std::size_t>(stride), kSentinel);
     const auto written = ref::c128_store(
-        c128_store_params(compressed_kv, positions, slot_mapping, kv_slots, weight, cos_sin, cache),
-        {2, stride, ref::NormWeightType::kBFloat16});
+        C128StoreKey{
+            .kv_block_stride = stride, .norm_weight_dtype = DType::bf16, .kv_cache_block_size = 2},
+        c128_store_params(compressed_kv, positions, slot_mapping, kv_slots, weight, cos_sin,
+                          cache));
     ASSERT_EQ(written, (std::vector<long long>{3, 0}));
     // Slot 3: data at stride + 576, scales at stride + 1152 + 8.
     EXPECT_EQ(cache[static_cast<std::size_t>(stride + 1152 + 8 + 7)], 0);
@@ -71,8 +76,9 @@ TEST(CompressorReference, C128StoreAddressesPagesByCompileTimeStride) {
   // B = 1, stride 1152: slot 3 is page 3.
   std::vector<std::uint8_t> cache(4 * 1152, kSentinel);
   const auto written = ref::c128_store(
-      c128_store_params(compressed_kv, positions, slot_mapping, kv_slots, weight, cos_sin, cache),
-      {1, 1152, ref::NormWeightType::kBFloat16});
+      C128StoreKey{
+          .kv_block_stride = 1152, .norm_weight_dtype = DType::bf16, .kv_cache_block_size = 1},
+      c128_store_params(compressed_kv, positions, slot_mapping, kv_slots, weight, cos_sin, cache));
   expect_half_pattern_ds_mla_row(cache, 1152, 1, 3, 100, 0);
   expect_sentinel_outside(cache, ds_mla_ranges(1152, 1, written));
 }
@@ -107,7 +113,8 @@ TEST(CompressorReference, C128StoreFullBf16) {
   p.num_kv_slots = 1;
   p.kv_cache_block_size = 2;
   p.fp8_scale = fp8_scale.data();
-  const auto written = ref::c128_store_full(p, {false, ref::NormWeightType::kFloat32});
+  const auto written = ref::c128_store_full(
+      C128StoreFullKey{.store_full_fp8 = false, .norm_weight_dtype = DType::f32}, p);
   ASSERT_EQ(written, (std::vector<long long>{1}));
   const double c = cos_of_row(128);
   for (int e = 0; e < 512; ++e) {

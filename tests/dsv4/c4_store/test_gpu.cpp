@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "dsv4/compressor/reference.hpp"
+#include "dsv4/c4_store/reference.hpp"
 #include "dsv4/support/gpu_harness.hpp"
 
 namespace zerojit::dsv4 {
@@ -64,8 +64,6 @@ std::string check_c4(const C4Case& c) {
       make_k_cache(c.cache, c.kv_block_size, pages, c.page_stride, c.full_row_padding);
 
   KCache expected = cache;
-  const ref::NormWeightType norm =
-      c.norm_dtype == DType::f32 ? ref::NormWeightType::kFloat32 : ref::NormWeightType::kBFloat16;
   auto fill_common = [&](auto& p) {
     p.state_cache = state.state.as<float>();
     p.state_block_stride = state.state.desc.stride(0);
@@ -97,12 +95,17 @@ std::string check_c4(const C4Case& c) {
     p.kv_block_stride_bytes = expected.page_stride_bytes;
     p.kv_row_stride_bytes = expected.row_stride_bytes;
     p.fp8_scale = fp8_scale.as<float>();
-    written = ref::c4_store_full(p, {c.cache == CacheKind::full_e4m3, norm});
+    C4StoreFullKey key;
+    key.store_full_fp8 = c.cache == CacheKind::full_e4m3;
+    key.norm_weight_dtype = c.norm_dtype;
+    written = ref::c4_store_full(key, p);
   } else {
     params::C4StoreParams p{};
     fill_common(p);
     p.kv_block_stride_bytes = expected.page_stride_bytes;
-    written = ref::c4_store(p, {norm});
+    C4StoreKey key;
+    key.norm_weight_dtype = c.norm_dtype;
+    written = ref::c4_store(key, p);
   }
   if (written.empty()) return label + ": the case writes no row; it tests nothing (fix the case)";
 

@@ -9,13 +9,16 @@
 #include <vector>
 
 #include "dsv4/c4_store/c4_store_params.h"
-#include "dsv4/compressor/reference.hpp"
+#include "dsv4/c4_store/reference.hpp"
 #include "dsv4/support/compressor_patterns.hpp"
 
 namespace {
 
 using namespace zerojit::dsv4::testing;
 namespace ref = zerojit::dsv4::reference;
+using zerojit::DType;
+using zerojit::dsv4::C4StoreFullKey;
+using zerojit::dsv4::C4StoreKey;
 using zj::dsv4::C4StoreFullParams;
 using zj::dsv4::C4StoreParams;
 
@@ -120,7 +123,8 @@ TEST(CompressorReference, C4EqualScoresPoolTheMeanAndOnlyBoundaryTokensWrite) {
   // B = 2 rows a page, page stride 1728: bytes [1168, 1728) of each page must stay untouched.
   constexpr long long kStride = 1728;
   std::vector<std::uint8_t> cache(8 * kStride, kSentinel);
-  const auto written = ref::c4_store(f.params(cache, kStride, 2), {ref::NormWeightType::kBFloat16});
+  const auto written =
+      ref::c4_store(C4StoreKey{.norm_weight_dtype = DType::bf16}, f.params(cache, kStride, 2));
   ASSERT_EQ(written, (std::vector<long long>{3, 7, 11}));
   expect_half_pattern_ds_mla_row(cache, kStride, 2, 3, 3, 0);    // p = 3: cpos 0
   expect_half_pattern_ds_mla_row(cache, kStride, 2, 7, 7, 4);    // p = 7: cpos 4
@@ -149,7 +153,7 @@ TEST(CompressorReference, C4DominantScoreSelectsOneRow) {
   constexpr long long kStride = 37440;  // B = 64: round_up(64 * 584, 576)
   std::vector<std::uint8_t> cache(kStride, kSentinel);
   const auto written =
-      ref::c4_store(f.params(cache, kStride, 64), {ref::NormWeightType::kBFloat16});
+      ref::c4_store(C4StoreKey{.norm_weight_dtype = DType::bf16}, f.params(cache, kStride, 64));
   ASSERT_EQ(written, (std::vector<long long>{5}));
   expect_half_pattern_ds_mla_row(cache, kStride, 64, 5, p, 8);
   expect_sentinel_outside(cache, ds_mla_ranges(kStride, 64, written));
@@ -163,7 +167,8 @@ TEST(CompressorReference, C4BlockTableColumnOutOfRangeMakesTheTokenInactive) {
   f.slot_mapping = {0, 0};
   f.kv_slots = {0, 1};
   std::vector<std::uint8_t> cache(1728, kSentinel);
-  const auto written = ref::c4_store(f.params(cache, 1728, 2), {ref::NormWeightType::kBFloat16});
+  const auto written =
+      ref::c4_store(C4StoreKey{.norm_weight_dtype = DType::bf16}, f.params(cache, 1728, 2));
   EXPECT_EQ(written, (std::vector<long long>{0}));
   expect_sentinel_outside(cache, ds_mla_ranges(1728, 2, written));
 }
@@ -209,7 +214,8 @@ TEST(CompressorReference, C4FullRowsBf16AndFp8) {
     p.num_kv_slots = base.num_kv_slots;
     p.kv_cache_block_size = 2;
     p.fp8_scale = fp8_scale.data();
-    const auto written = ref::c4_store_full(p, {fp8, ref::NormWeightType::kBFloat16});
+    const auto written = ref::c4_store_full(
+        C4StoreFullKey{.store_full_fp8 = fp8, .norm_weight_dtype = DType::bf16}, p);
     ASSERT_EQ(written, (std::vector<long long>{3}));
     const auto row = static_cast<std::size_t>(kPageStride + kRowStride);  // slot 3: page 1, row 1
     const double c = cos_of_row(4);

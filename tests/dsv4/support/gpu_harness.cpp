@@ -2,18 +2,16 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <stdexcept>
+#include <type_traits>
+#include <utility>
 
 #include "dsv4/compressor/reference.hpp"
-#include "dsv4/dcp_pack/reference.hpp"
-#include "dsv4/dequant_gather/reference.hpp"
-#include "dsv4/indexer_q/reference.hpp"
+#include "dsv4/family.hpp"
 
 namespace zerojit::dsv4::testing {
 
 namespace ref = zerojit::dsv4::reference;
-namespace params = zj::dsv4;
 
 bool dry_run() {
   const char* value = std::getenv("ZEROJIT_DSV4_GPU_DRY_RUN");
@@ -69,20 +67,6 @@ void finish() {
 
 namespace {
 
-std::map<std::string, std::string> parse_key_text(const std::string& text) {
-  std::map<std::string, std::string> fields;
-  std::size_t start = 0;
-  while (start < text.size()) {
-    std::size_t end = text.find(", ", start);
-    if (end == std::string::npos) end = text.size();
-    const std::string field = text.substr(start, end - start);
-    const std::size_t equals = field.find('=');
-    if (equals != std::string::npos) fields[field.substr(0, equals)] = field.substr(equals + 1);
-    start = end + 2;
-  }
-  return fields;
-}
-
 template <class Params>
 Params unpack(const KernelArgs& args) {
   if (args.count() != 1 || args.size(0) != sizeof(Params)) {
@@ -94,48 +78,27 @@ Params unpack(const KernelArgs& args) {
   return block;
 }
 
-ref::NormWeightType norm(const std::map<std::string, std::string>& key) {
-  return key.at("norm_weight_dtype") == "f32" ? ref::NormWeightType::kFloat32
-                                              : ref::NormWeightType::kBFloat16;
-}
+// The argument block type of an owner's reference(key, params).
+template <class Function>
+struct ReferenceParams;
+template <class Key, class Params>
+struct ReferenceParams<void (*)(const Key&, const Params&)> {
+  using type = Params;
+};
 
-void run_reference(const std::string& kernel, const std::map<std::string, std::string>& key,
-                   const KernelArgs& args) {
-  if (kernel == "dsv4.indexer_q_fp8" || kernel == "dsv4.indexer_q_mxfp4") {
-    const ref::IndexerQShape shape{std::stoi(key.at("head_dim")), std::stoi(key.at("rope_dim")),
-                                   std::stoi(key.at("num_heads")),
-                                   key.at("cos_sin_dtype") == "bf16"};
-    const auto block = unpack<params::IndexerQParams>(args);
-    if (kernel == "dsv4.indexer_q_fp8") {
-      ref::indexer_q_fp8(block, shape);
-    } else {
-      ref::indexer_q_mxfp4(block, shape);
-    }
-  } else if (kernel == "dsv4.dequant_gather") {
-    ref::dequant_gather(unpack<params::DequantGatherParams>(args), std::stoi(key.at("block_size")),
-                        key.at("has_gather_lens") == "true");
-  } else if (kernel == "dsv4.c4_store") {
-    ref::c4_store(unpack<params::C4StoreParams>(args), {norm(key)});
-  } else if (kernel == "dsv4.c4_store_full") {
-    ref::c4_store_full(unpack<params::C4StoreFullParams>(args),
-                       {key.at("store_full_fp8") == "true", norm(key)});
-  } else if (kernel == "dsv4.c128_compress") {
-    ref::c128_compress(unpack<params::C128CompressParams>(args), {std::stoi(key.at("head_size"))});
-  } else if (kernel == "dsv4.c128_store") {
-    ref::c128_store(unpack<params::C128StoreParams>(args),
-                    {std::stoll(key.at("kv_cache_block_size")),
-                     std::stoll(key.at("kv_block_stride")), norm(key)});
-  } else if (kernel == "dsv4.c128_store_full") {
-    ref::c128_store_full(unpack<params::C128StoreFullParams>(args),
-                         {key.at("store_full_fp8") == "true", norm(key)});
-  } else if (kernel == "dsv4.dcp_pack") {
-    ref::dcp_pack(
-        DcpPackKey{std::stoi(key.at("topk")), key.at("has_row_starts") == "true",
-                   std::stoi(key.at("dcp_world_size")), std::stoi(key.at("cp_interleave"))},
-        unpack<params::DcpPackParams>(args));
-  } else {
-    throw std::logic_error("reference backend: no reference for kernel " + kernel);
-  }
+// Runs the reference of the family's kernel named `kernel`: its typed key read back from the
+// loaded artifact's key text, its argument block from the launch.
+void run_reference(const std::string& kernel, const std::string& key_text, const KernelArgs& args) {
+  bool found = false;
+  kFamily.for_each_row([&](const auto& row) {
+    using Kernel = typename std::decay_t<decltype(row)>::KernelType;
+    if (found || Kernel::instance().name() != kernel) return;
+    found = true;
+    using Key = typename Kernel::Key;
+    using Params = typename ReferenceParams<decltype(&Kernel::reference)>::type;
+    Kernel::reference(key_from_text<Key>(key_text), unpack<Params>(args));
+  });
+  if (!found) throw std::logic_error("reference backend: no family kernel " + kernel);
 }
 
 }  // namespace
@@ -153,7 +116,7 @@ void ReferenceBackend::launch(const LoadedFunction& function, const LaunchGeomet
                               const KernelArgs& args, cuda::Stream) {
   if (!execute) return;
   const Loaded& entry = loaded_.at(reinterpret_cast<std::size_t>(function.function) - 1);
-  run_reference(entry.kernel, parse_key_text(entry.key), args);
+  run_reference(entry.kernel, entry.key, args);
 }
 
 // --- Fixture -----------------------------------------------------------------------------------

@@ -63,10 +63,10 @@ struct FamilyConfiguration {
 // A configuration the options cannot build. The tool reports it as a usage error (exit 2):
 // the message should name the option at fault; the hint says what to do (the tool adds where
 // --help is).
-class ConfigurationError : public std::runtime_error {
+class ConfigurationError : public Error {
  public:
   explicit ConfigurationError(const std::string& message, std::string hint = {})
-      : std::runtime_error(message), hint_(std::move(hint)) {}
+      : Error(message), hint_(std::move(hint)) {}
   const std::string& hint() const { return hint_; }
 
  private:
