@@ -2,6 +2,8 @@
 distributions of tests/dsv4/support/inputs.hpp at the sizes of bench/dsv4/, one case per kernel
 and size."""
 
+import math
+
 import torch
 
 # The shapes and constants the cases are built for.
