@@ -23,36 +23,27 @@ const std::string kIndexerFp8 =
     "dsv4.indexer_q_fp8 head_dim=128, rope_dim=64, num_heads=64, cos_sin_dtype=f32, coarsen=";
 const std::string kIndexerMxFp4 =
     "dsv4.indexer_q_mxfp4 head_dim=128, rope_dim=64, num_heads=64, cos_sin_dtype=f32, coarsen=";
-const std::string kC4 =
-    "dsv4.c4_store head_size=512, state_width=1024, rope_head_dim=64, fp8_max=448, quant_block=64, "
-    "token_stride=576, scale_dim=8, compress_ratio=4, overlap=true, norm_weight_dtype=bf16";
+// The compressor keys hold what their kernels specialize on (the head, RoPE width, quantization
+// and ratio are constants of the kernels, refused otherwise by dispatch).
+const std::string kC4 = "dsv4.c4_store norm_weight_dtype=bf16";
 // Section 11's C128 compress key, as a decode and a prefill scan (DESIGN.md, "C128 compress").
-const std::string kC128CompressDecode =
-    "dsv4.c128_compress head_size=512, state_width=512, cta_scan=false";
-const std::string kC128CompressPrefill =
-    "dsv4.c128_compress head_size=512, state_width=512, cta_scan=true";
+const std::string kC128CompressDecode = "dsv4.c128_compress head_size=512, cta_scan=false";
+const std::string kC128CompressPrefill = "dsv4.c128_compress head_size=512, cta_scan=true";
 std::string c128_store(int rows, int stride) {
-  return "dsv4.c128_store head_size=512, rope_head_dim=64, fp8_max=448, quant_block=64, "
-         "token_stride=576, scale_dim=8, kv_block_stride=" +
-         std::to_string(stride) +
-         ", compress_ratio=128, norm_weight_dtype=bf16, kv_cache_block_size=" +
-         std::to_string(rows);
+  return "dsv4.c128_store kv_block_stride=" + std::to_string(stride) +
+         ", norm_weight_dtype=bf16, kv_cache_block_size=" + std::to_string(rows);
 }
 std::string gather(int block, bool lens) {
   return "dsv4.dequant_gather block_size=" + std::to_string(block) +
          ", has_gather_lens=" + (lens ? "true" : "false");
 }
 std::string c4_full(bool fp8) {
-  return std::string(
-             "dsv4.c4_store_full head_size=512, state_width=1024, rope_head_dim=64, fp8_max=448, "
-             "quant_block=64, compress_ratio=4, overlap=true, store_full_fp8=") +
-         (fp8 ? "true" : "false") + ", norm_weight_dtype=bf16";
+  return std::string("dsv4.c4_store_full store_full_fp8=") + (fp8 ? "true" : "false") +
+         ", norm_weight_dtype=bf16";
 }
 std::string c128_full(bool fp8) {
-  return std::string(
-             "dsv4.c128_store_full head_size=512, rope_head_dim=64, fp8_max=448, quant_block=64, "
-             "compress_ratio=128, store_full_fp8=") +
-         (fp8 ? "true" : "false") + ", norm_weight_dtype=bf16";
+  return std::string("dsv4.c128_store_full store_full_fp8=") + (fp8 ? "true" : "false") +
+         ", norm_weight_dtype=bf16";
 }
 
 TEST(Dsv4Manifest, DefaultConfigIsSection11sKeysWithBothC128CompressScans) {

@@ -14,23 +14,22 @@ C128CompressKey C128CompressKernel::dispatch(const C128CompressDescriptors& d) c
   checks.tensor(d.state_cache, "state_cache", {DType::f32}, 3);
   checks.tensor(d.slot_mapping, "slot_mapping", {DType::i64}, 1);
   checks.fits_int32(d.compressed_kv.size(1), "compressed_kv", "the head size (shape[1])");
-  checks.fits_int32(d.state_cache.size(2), "state_cache", "the state width (shape[2])");
   C128CompressKey key{static_cast<int>(d.compressed_kv.size(1)),
-                      static_cast<int>(d.state_cache.size(2) / 2),
                       d.slot_mapping.size(0) > params::kC128CompressDecodeTokens};
   if (key.head_size % 64 != 0) {
     checks.fail("compressed_kv",
                 "head size must be a multiple of 64, got " + to_string(d.compressed_kv));
   }
+  // The state rows hold a score and a value per element: twice the head (a state width of its
+  // own is not a key field, as the kernel has none).
+  checks.size(d.state_cache, "state_cache", 2, 2 * std::int64_t{key.head_size});
   return key;
 }
 
 Program C128CompressKernel::program(const C128CompressKey& key) const {
-  if (key.head_size != params::kCompressorHeadSize || key.state_width != key.head_size) {
+  if (key.head_size != params::kCompressorHeadSize) {
     throw InvalidArgument(name(), "key",
-                          "no kernel for " + describe(key) +
-                              ": this family is built for head 512 with state "
-                              "width 512");
+                          "no kernel for " + describe(key) + ": this family is built for head 512");
   }
   return make_program(key, "dsv4/c128_compress/c128_compress.cu",
                       "zj::dsv4::c128_compress_kernel<" + std::to_string(key.head_size) +

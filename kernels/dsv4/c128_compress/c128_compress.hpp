@@ -11,15 +11,13 @@
 namespace zerojit::dsv4 {
 
 struct C128CompressKey {
-  int head_size = 512;
-  int state_width = 512;
+  int head_size = 512;  // the kernel's template parameter (built for 512); the state is as wide
   // A prefill call (more than 1024 tokens): chunks are scanned by the whole CTA and each CTA
   // prefetches its next active token's rows; a decode call keeps the lean warp-scan kernel.
   bool cta_scan = false;
 
   static constexpr auto fields() {
     return std::tuple{field("head_size", &C128CompressKey::head_size),
-                      field("state_width", &C128CompressKey::state_width),
                       field("cta_scan", &C128CompressKey::cta_scan)};
   }
   auto operator<=>(const C128CompressKey&) const = default;

@@ -70,10 +70,8 @@ bool norm_dtype_ok(DType dtype) { return dtype == DType::bf16 || dtype == DType:
 C128StoreKey C128StoreKernel::dispatch(const C128StoreDescriptors& d) const {
   const ArgumentChecks checks = this->checks();
   checks.tensor(d.k_cache, "k_cache", {DType::u8}, 3);
-  checks.tensor(d.rms_norm_weight, "rms_norm_weight", {DType::bf16, DType::f32}, 1);
+  check_head_and_rope(checks, d.rms_norm_weight, d.cos_sin_cache);
   C128StoreKey key;
-  key.head_size = static_cast<int>(d.rms_norm_weight.size(0));
-  key.rope_head_dim = static_cast<int>(d.cos_sin_cache.ndim == 2 ? d.cos_sin_cache.size(1) : 0);
   checks.fits_int32(d.k_cache.size(1), "k_cache", "the block size (shape[1])");
   key.kv_cache_block_size = static_cast<int>(std::max<std::int64_t>(1, d.k_cache.size(1)));
   key.kv_block_stride = d.k_cache.size(0) > 1
@@ -84,19 +82,14 @@ C128StoreKey C128StoreKernel::dispatch(const C128StoreDescriptors& d) const {
 }
 
 Program C128StoreKernel::program(const C128StoreKey& key) const {
-  const bool ok = key.head_size == 512 && key.rope_head_dim == 64 && key.fp8_max == 448.0f &&
-                  key.quant_block == 64 && key.token_stride == 576 && key.scale_dim == 8 &&
-                  key.compress_ratio == 128 && norm_dtype_ok(key.norm_weight_dtype) &&
-                  key.kv_cache_block_size >= 1 &&
+  const bool ok = norm_dtype_ok(key.norm_weight_dtype) && key.kv_cache_block_size >= 1 &&
                   key.kv_block_stride >= std::int64_t{key.kv_cache_block_size} * 584 &&
                   key.kv_block_stride % 16 == 0;
   if (!ok) {
     throw InvalidArgument(name(), "key",
                           "no kernel for " + describe(key) +
-                              ": this family is built for head 512, rope 64, quant block 64, "
-                              "fp8_max 448, token stride 576, scale dim 8, ratio 128, a bf16 "
-                              "or f32 norm weight, and a page stride >= B_k * 584 that is a "
-                              "multiple of 16");
+                              ": this family is built for a bf16 or f32 norm weight and a page "
+                              "stride >= B_k * 584 that is a multiple of 16");
   }
   return make_program(key, "dsv4/c128_store/c128_store.cu",
                       "zj::dsv4::c128_store_kernel<" + std::to_string(key.kv_cache_block_size) +
@@ -140,24 +133,16 @@ WarmupSpace<C128StoreDescriptors> C128StoreKernel::warmup_space(
 C128StoreFullKey C128StoreFullKernel::dispatch(const C128StoreDescriptors& d) const {
   const ArgumentChecks checks = this->checks();
   checks.tensor(d.k_cache, "k_cache", {DType::bf16, DType::e4m3}, 3);
-  checks.tensor(d.rms_norm_weight, "rms_norm_weight", {DType::bf16, DType::f32}, 1);
-  C128StoreFullKey key;
-  key.head_size = static_cast<int>(d.rms_norm_weight.size(0));
-  key.rope_head_dim = static_cast<int>(d.cos_sin_cache.ndim == 2 ? d.cos_sin_cache.size(1) : 0);
-  key.store_full_fp8 = d.k_cache.dtype == DType::e4m3;
-  key.norm_weight_dtype = d.rms_norm_weight.dtype;
-  return key;
+  check_head_and_rope(checks, d.rms_norm_weight, d.cos_sin_cache);
+  return C128StoreFullKey{.store_full_fp8 = d.k_cache.dtype == DType::e4m3,
+                          .norm_weight_dtype = d.rms_norm_weight.dtype};
 }
 
 Program C128StoreFullKernel::program(const C128StoreFullKey& key) const {
-  const bool ok = key.head_size == 512 && key.rope_head_dim == 64 && key.fp8_max == 448.0f &&
-                  key.quant_block == 64 && key.compress_ratio == 128 &&
-                  norm_dtype_ok(key.norm_weight_dtype);
-  if (!ok) {
-    throw InvalidArgument(name(), "key",
-                          "no kernel for " + describe(key) +
-                              ": this family is built for head 512, rope 64, quant block 64, "
-                              "fp8_max 448, ratio 128 and a bf16 or f32 norm weight");
+  if (!norm_dtype_ok(key.norm_weight_dtype)) {
+    throw InvalidArgument(
+        name(), "key",
+        "no kernel for " + describe(key) + ": this family is built for a bf16 or f32 norm weight");
   }
   return make_program(key, "dsv4/c128_store/c128_store_full.cu",
                       "zj::dsv4::c128_store_full_kernel<" +

@@ -12,27 +12,16 @@
 
 namespace zerojit::dsv4 {
 
+// What the kernels specialize on, and only that: the head (512), RoPE tail (64), quantization
+// (blocks of 64, e4m3 max 448), ratio (128) and row layout are constants of the kernels
+// (compressor_params.h), refused otherwise by dispatch.
 struct C128StoreKey {
-  int head_size = 512;
-  int rope_head_dim = 64;
-  float fp8_max = 448.0f;
-  int quant_block = 64;
-  int token_stride = 576;
-  int scale_dim = 8;
   std::int64_t kv_block_stride = 1728;  // page stride in bytes
-  int compress_ratio = 128;
   DType norm_weight_dtype = DType::bf16;
   int kv_cache_block_size = 2;  // B_k: rows per page
 
   static constexpr auto fields() {
-    return std::tuple{field("head_size", &C128StoreKey::head_size),
-                      field("rope_head_dim", &C128StoreKey::rope_head_dim),
-                      field("fp8_max", &C128StoreKey::fp8_max),
-                      field("quant_block", &C128StoreKey::quant_block),
-                      field("token_stride", &C128StoreKey::token_stride),
-                      field("scale_dim", &C128StoreKey::scale_dim),
-                      field("kv_block_stride", &C128StoreKey::kv_block_stride),
-                      field("compress_ratio", &C128StoreKey::compress_ratio),
+    return std::tuple{field("kv_block_stride", &C128StoreKey::kv_block_stride),
                       field("norm_weight_dtype", &C128StoreKey::norm_weight_dtype),
                       field("kv_cache_block_size", &C128StoreKey::kv_cache_block_size)};
   }
@@ -40,21 +29,11 @@ struct C128StoreKey {
 };
 
 struct C128StoreFullKey {
-  int head_size = 512;
-  int rope_head_dim = 64;
-  float fp8_max = 448.0f;
-  int quant_block = 64;
-  int compress_ratio = 128;
   bool store_full_fp8 = false;
   DType norm_weight_dtype = DType::bf16;
 
   static constexpr auto fields() {
-    return std::tuple{field("head_size", &C128StoreFullKey::head_size),
-                      field("rope_head_dim", &C128StoreFullKey::rope_head_dim),
-                      field("fp8_max", &C128StoreFullKey::fp8_max),
-                      field("quant_block", &C128StoreFullKey::quant_block),
-                      field("compress_ratio", &C128StoreFullKey::compress_ratio),
-                      field("store_full_fp8", &C128StoreFullKey::store_full_fp8),
+    return std::tuple{field("store_full_fp8", &C128StoreFullKey::store_full_fp8),
                       field("norm_weight_dtype", &C128StoreFullKey::norm_weight_dtype)};
   }
   auto operator<=>(const C128StoreFullKey&) const = default;

@@ -97,15 +97,12 @@ namespace {
 
 // What both C4 kernels' keys take from the descriptors; `checks` names the dispatching kernel.
 C4StoreKey c4_key(const ArgumentChecks& checks, const C4StoreDescriptors& d) {
-  checks.tensor(d.rms_norm_weight, "rms_norm_weight", {DType::bf16, DType::f32}, 1);
-  C4StoreKey key;
-  key.compress_ratio = d.compress_ratio;
-  key.overlap = d.compress_ratio == params::kC4Ratio;
-  key.head_size = static_cast<int>(d.rms_norm_weight.size(0));
-  key.state_width = key.head_size * (key.overlap ? 2 : 1);
-  key.rope_head_dim = static_cast<int>(d.cos_sin_cache.ndim == 2 ? d.cos_sin_cache.size(1) : 0);
-  key.norm_weight_dtype = d.rms_norm_weight.dtype;
-  return key;
+  if (d.compress_ratio != params::kC4Ratio) {
+    checks.fail("compress_ratio", "must be 4 (the C4 kernels pool overlapping windows of 4), got " +
+                                      std::to_string(d.compress_ratio));
+  }
+  check_head_and_rope(checks, d.rms_norm_weight, d.cos_sin_cache);
+  return C4StoreKey{.norm_weight_dtype = d.rms_norm_weight.dtype};
 }
 
 }  // namespace
@@ -115,14 +112,8 @@ C4StoreKey C4StoreKernel::dispatch(const C4StoreDescriptors& d) const {
 }
 
 Program C4StoreKernel::program(const C4StoreKey& key) const {
-  const std::string text = describe(key);
-  reject_unless(key.compress_ratio == 4 && key.overlap && key.head_size == 512 &&
-                    key.state_width == 1024 && key.rope_head_dim == 64 && key.quant_block == 64 &&
-                    key.fp8_max == 448.0f && key.token_stride == 576 && key.scale_dim == 8 &&
-                    (key.norm_weight_dtype == DType::bf16 || key.norm_weight_dtype == DType::f32),
-                name(), text,
-                "ratio 4 with overlap, head 512, state width 1024, rope 64, quant block 64, "
-                "fp8_max 448, token stride 576, scale dim 8, and a bf16 or f32 norm weight");
+  reject_unless(key.norm_weight_dtype == DType::bf16 || key.norm_weight_dtype == DType::f32, name(),
+                describe(key), "a bf16 or f32 norm weight");
   return make_program(
       key, "dsv4/c4_store/c4_store.cu",
       "zj::dsv4::c4_store_kernel<" + std::string(device_type_name(key.norm_weight_dtype)) + ">");
@@ -164,26 +155,13 @@ WarmupSpace<C4StoreDescriptors> C4StoreKernel::warmup_space(const C4DsMlaStoreGa
 
 C4StoreFullKey C4StoreFullKernel::dispatch(const C4StoreDescriptors& d) const {
   const C4StoreKey base = c4_key(checks(), d);
-  C4StoreFullKey key;
-  key.head_size = base.head_size;
-  key.state_width = base.state_width;
-  key.rope_head_dim = base.rope_head_dim;
-  key.compress_ratio = base.compress_ratio;
-  key.overlap = base.overlap;
-  key.norm_weight_dtype = base.norm_weight_dtype;
-  key.store_full_fp8 = d.k_cache.dtype == DType::e4m3;
-  return key;
+  return C4StoreFullKey{.store_full_fp8 = d.k_cache.dtype == DType::e4m3,
+                        .norm_weight_dtype = base.norm_weight_dtype};
 }
 
 Program C4StoreFullKernel::program(const C4StoreFullKey& key) const {
-  const std::string text = describe(key);
-  reject_unless(key.compress_ratio == 4 && key.overlap && key.head_size == 512 &&
-                    key.state_width == 1024 && key.rope_head_dim == 64 && key.quant_block == 64 &&
-                    key.fp8_max == 448.0f &&
-                    (key.norm_weight_dtype == DType::bf16 || key.norm_weight_dtype == DType::f32),
-                name(), text,
-                "ratio 4 with overlap, head 512, state width 1024, rope 64, quant block 64, "
-                "fp8_max 448, and a bf16 or f32 norm weight");
+  reject_unless(key.norm_weight_dtype == DType::bf16 || key.norm_weight_dtype == DType::f32, name(),
+                describe(key), "a bf16 or f32 norm weight");
   return make_program(key, "dsv4/c4_store/c4_store_full.cu",
                       "zj::dsv4::c4_store_full_kernel<" +
                           render_template_value(key.store_full_fp8) + ", " +

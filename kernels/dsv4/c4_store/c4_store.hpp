@@ -13,53 +13,24 @@
 
 namespace zerojit::dsv4 {
 
+// What the kernels specialize on, and only that: the head (512), RoPE tail (64), quantization
+// (blocks of 64, e4m3 max 448), ratio (4, overlapping windows) and page layout are constants of
+// the kernels (compressor_params.h), refused otherwise by dispatch.
 struct C4StoreKey {
-  int head_size = 512;
-  int state_width = 1024;
-  int rope_head_dim = 64;
-  float fp8_max = 448.0f;
-  int quant_block = 64;
-  int token_stride = 576;
-  int scale_dim = 8;
-  int compress_ratio = 4;
-  bool overlap = true;
   DType norm_weight_dtype = DType::bf16;
 
   static constexpr auto fields() {
-    return std::tuple{field("head_size", &C4StoreKey::head_size),
-                      field("state_width", &C4StoreKey::state_width),
-                      field("rope_head_dim", &C4StoreKey::rope_head_dim),
-                      field("fp8_max", &C4StoreKey::fp8_max),
-                      field("quant_block", &C4StoreKey::quant_block),
-                      field("token_stride", &C4StoreKey::token_stride),
-                      field("scale_dim", &C4StoreKey::scale_dim),
-                      field("compress_ratio", &C4StoreKey::compress_ratio),
-                      field("overlap", &C4StoreKey::overlap),
-                      field("norm_weight_dtype", &C4StoreKey::norm_weight_dtype)};
+    return std::tuple{field("norm_weight_dtype", &C4StoreKey::norm_weight_dtype)};
   }
   auto operator<=>(const C4StoreKey&) const = default;
 };
 
 struct C4StoreFullKey {
-  int head_size = 512;
-  int state_width = 1024;
-  int rope_head_dim = 64;
-  float fp8_max = 448.0f;
-  int quant_block = 64;
-  int compress_ratio = 4;
-  bool overlap = true;
   bool store_full_fp8 = false;
   DType norm_weight_dtype = DType::bf16;
 
   static constexpr auto fields() {
-    return std::tuple{field("head_size", &C4StoreFullKey::head_size),
-                      field("state_width", &C4StoreFullKey::state_width),
-                      field("rope_head_dim", &C4StoreFullKey::rope_head_dim),
-                      field("fp8_max", &C4StoreFullKey::fp8_max),
-                      field("quant_block", &C4StoreFullKey::quant_block),
-                      field("compress_ratio", &C4StoreFullKey::compress_ratio),
-                      field("overlap", &C4StoreFullKey::overlap),
-                      field("store_full_fp8", &C4StoreFullKey::store_full_fp8),
+    return std::tuple{field("store_full_fp8", &C4StoreFullKey::store_full_fp8),
                       field("norm_weight_dtype", &C4StoreFullKey::norm_weight_dtype)};
   }
   auto operator<=>(const C4StoreFullKey&) const = default;
@@ -108,11 +79,10 @@ using C4StoreDescriptors = C4StoreArguments<TensorDesc>;
 
 class C4StoreKernel final : public JitKernel<C4StoreKernel, C4StoreKey, C4StoreDescriptors> {
  public:
-  // overlap = (ratio == 4), state_width = head * (overlap ? 2 : 1), head = weight length,
-  // norm_weight_dtype = weight dtype.
+  // norm_weight_dtype = the weight's dtype. Refuses a ratio other than 4, a weight of another
+  // length than 512 and a cos/sin cache of another width than 64.
   C4StoreKey dispatch(const C4StoreDescriptors& descriptors) const override;
-  // Builds only ratio 4 with overlap, head 512, state width 1024, rope 64, quant block 64,
-  // fp8_max 448, token stride 576, scale dim 8.
+  // Builds a bf16 or f32 norm weight.
   Program program(const C4StoreKey& key) const override;
   LaunchSpec<C4StoreKey> plan(const C4StoreKey& key, const C4StoreArgs& args) const;
   WarmupSpace<C4StoreDescriptors> warmup_space(const C4DsMlaStoreGate& gate) const;

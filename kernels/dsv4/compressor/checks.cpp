@@ -15,6 +15,14 @@ void check_norm_weight(std::string_view kernel, const TensorDesc& weight, const 
   checks.same_device(weight, "rms_norm_weight", first);
 }
 
+void check_head_and_rope(const ArgumentChecks& checks, const TensorDesc& weight,
+                         const TensorDesc& cos_sin) {
+  checks.tensor(weight, "rms_norm_weight", {DType::bf16, DType::f32}, 1);
+  checks.size(weight, "rms_norm_weight", 0, params::kCompressorHeadSize);
+  checks.tensor(cos_sin, "cos_sin_cache", {DType::f32}, 2);
+  checks.size(cos_sin, "cos_sin_cache", 1, params::kCompressorRopeDim);
+}
+
 void check_cos_sin_f32(std::string_view kernel, const TensorDesc& cos_sin,
                        const TensorDesc& first) {
   const ArgumentChecks checks(kernel);

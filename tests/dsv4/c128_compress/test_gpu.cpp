@@ -108,7 +108,7 @@ std::vector<C128CompressCase> c128_compress_cases() {
 }
 
 TEST_F(Dsv4Gpu, C128CompressMatchesTheReferenceWithinTolerance) {
-  precompile(C128CompressKernel::instance(), {C128CompressKey{512, 512}});
+  precompile(C128CompressKernel::instance(), {C128CompressKey{.head_size = 512}});
   for (const C128CompressCase& c : c128_compress_cases()) {
     EXPECT_NO_FAILURE(check_c128_compress(c));
   }
