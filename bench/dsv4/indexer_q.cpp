@@ -70,14 +70,13 @@ Case indexer_case(bool mxfp4, const std::string& size, const Context& context) {
                       "H*4 weights_out) = T*25224";
 
   const in::HostTensor weights_out = in::make_tensor(DType::f32, {tokens, kIndexHeads});
-  auto inputs = [&host](DeviceSet& set) {
-    dsv4::IndexerQInputs a;
+  // The inputs both variants take, uploaded to the set before its outputs.
+  auto put_inputs = [&host](DeviceSet& set, auto& a) {
     a.positions = set.put(host.positions);
     a.q = set.put(host.q);
     a.cos_sin_cache = set.put(host.cos_sin_cache);
     a.weights = set.put(host.weights);
     a.scale = host.scale;
-    return a;
   };
   if (mxfp4) {
     const in::HostTensor packed =
@@ -87,9 +86,12 @@ Case indexer_case(bool mxfp4, const std::string& size, const Context& context) {
     add_input_sets(
         c, context,
         [&](DeviceSet& set) {
-          return dsv4::IndexerQMxFp4Args{
-              inputs(set),
-              {set.put(packed, true), set.put(scales, true), set.put(weights_out, true)}};
+          dsv4::IndexerQMxFp4Args a;
+          put_inputs(set, a);
+          a.q_packed = set.put(packed, true);
+          a.q_scale = set.put(scales, true);
+          a.weights_out = set.put(weights_out, true);
+          return a;
         },
         [](const dsv4::IndexerQMxFp4Args& args, cuda::Stream stream) {
           dsv4::IndexerQMxFp4Kernel::instance()(args, stream);
@@ -105,8 +107,11 @@ Case indexer_case(bool mxfp4, const std::string& size, const Context& context) {
     add_input_sets(
         c, context,
         [&](DeviceSet& set) {
-          return dsv4::IndexerQFp8Args{inputs(set),
-                                       {set.put(q_fp8, true), set.put(weights_out, true)}};
+          dsv4::IndexerQFp8Args a;
+          put_inputs(set, a);
+          a.q_fp8 = set.put(q_fp8, true);
+          a.weights_out = set.put(weights_out, true);
+          return a;
         },
         [](const dsv4::IndexerQFp8Args& args, cuda::Stream stream) {
           dsv4::IndexerQFp8Kernel::instance()(args, stream);

@@ -143,8 +143,8 @@ void AttentionKernels::route(const CompressorCall& call, Visitor&& visit) const 
 
 // Programmatic dependent launch for every kernel a call launches (the launch option each
 // kernel's arguments carry as `pdl`; docs/DESIGN.md, "Programmatic dependent launch").
-inline void set_pdl(IndexerQFp8Args& args, bool pdl) { args.inputs.pdl = pdl; }
-inline void set_pdl(IndexerQMxFp4Args& args, bool pdl) { args.inputs.pdl = pdl; }
+inline void set_pdl(IndexerQFp8Args& args, bool pdl) { args.pdl = pdl; }
+inline void set_pdl(IndexerQMxFp4Args& args, bool pdl) { args.pdl = pdl; }
 inline void set_pdl(DequantGatherArgs& args, bool pdl) { args.pdl = pdl; }
 inline void set_pdl(C4StoreArgs& args, bool pdl) { args.pdl = pdl; }
 inline void set_pdl(C128CompressArgs& args, bool pdl) { args.pdl = pdl; }

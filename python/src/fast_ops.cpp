@@ -141,8 +141,9 @@ PyObject* tuple_of(std::initializer_list<PyObject*> items) {
 // --- Indexer-Q ---------------------------------------------------------------------------------
 
 // The query first: its shape sizes the outputs, so a query of the wrong rank is named before
-// anything else.
-void read_indexer_inputs(FastCall& call, PyObject* const* args, dsv4::IndexerQInputs& in) {
+// anything else. The inputs both variants share (IndexerQFp8Args or IndexerQMxFp4Args).
+template <class Args>
+void read_indexer_inputs(FastCall& call, PyObject* const* args, Args& in) {
   in.q = call.tensor(args[1], "q");
   extent(call, in.q, "q", 3, 0);
   in.positions = call.tensor(args[0], "positions");
@@ -159,15 +160,15 @@ PyObject* indexer_q_fp8(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     auto& kernel = dsv4::IndexerQFp8Kernel::instance();
     FastCall call(kernel.name(), args[7]);
     dsv4::IndexerQFp8Args a;
-    read_indexer_inputs(call, args, a.inputs);
-    a.inputs.pdl = nargs > 8 && PyObject_IsTrue(args[8]) == 1;
-    const std::int64_t tokens = extent(call, a.inputs.q, "q", 3, 0);
-    const std::int64_t heads = a.inputs.q.desc.size(1), dim = a.inputs.q.desc.size(2);
+    read_indexer_inputs(call, args, a);
+    a.pdl = nargs > 8 && PyObject_IsTrue(args[8]) == 1;
+    const std::int64_t tokens = extent(call, a.q, "q", 3, 0);
+    const std::int64_t heads = a.q.desc.size(1), dim = a.q.desc.size(2);
     PyObject* q_fp8 = args[5];
     PyObject* weights_out = args[6];
     OwnedObjects owned{&q_fp8, &weights_out};
-    a.outputs.q_fp8 = call.output(q_fp8, "q_fp8", DType::e4m3, {tokens, heads, dim});
-    a.outputs.weights_out = call.output(weights_out, "weights_out", DType::f32, {tokens, heads});
+    a.q_fp8 = call.output(q_fp8, "q_fp8", DType::e4m3, {tokens, heads, dim});
+    a.weights_out = call.output(weights_out, "weights_out", DType::f32, {tokens, heads});
     launch_from_python(kernel, a, call);
     owned.release();
     return tuple_of({q_fp8, weights_out});
@@ -182,18 +183,18 @@ PyObject* indexer_q_mxfp4(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     auto& kernel = dsv4::IndexerQMxFp4Kernel::instance();
     FastCall call(kernel.name(), args[8]);
     dsv4::IndexerQMxFp4Args a;
-    read_indexer_inputs(call, args, a.inputs);
-    a.inputs.pdl = nargs > 9 && PyObject_IsTrue(args[9]) == 1;
-    const std::int64_t tokens = extent(call, a.inputs.q, "q", 3, 0);
-    const std::int64_t heads = a.inputs.q.desc.size(1), dim = a.inputs.q.desc.size(2);
+    read_indexer_inputs(call, args, a);
+    a.pdl = nargs > 9 && PyObject_IsTrue(args[9]) == 1;
+    const std::int64_t tokens = extent(call, a.q, "q", 3, 0);
+    const std::int64_t heads = a.q.desc.size(1), dim = a.q.desc.size(2);
     if (dim % 32 != 0) call.fail("q", "head_dim must be a multiple of the MXFP4 block (32)");
     PyObject* q_packed = args[5];
     PyObject* q_scale = args[6];
     PyObject* weights_out = args[7];
     OwnedObjects owned{&q_packed, &q_scale, &weights_out};
-    a.outputs.q_packed = call.output(q_packed, "q_packed", DType::u8, {tokens, heads, dim / 2});
-    a.outputs.q_scale = call.output(q_scale, "q_scale", DType::u8, {tokens, heads, dim / 32});
-    a.outputs.weights_out = call.output(weights_out, "weights_out", DType::f32, {tokens, heads});
+    a.q_packed = call.output(q_packed, "q_packed", DType::u8, {tokens, heads, dim / 2});
+    a.q_scale = call.output(q_scale, "q_scale", DType::u8, {tokens, heads, dim / 32});
+    a.weights_out = call.output(weights_out, "weights_out", DType::f32, {tokens, heads});
     launch_from_python(kernel, a, call);
     owned.release();
     return tuple_of({q_packed, q_scale, weights_out});

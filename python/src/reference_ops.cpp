@@ -186,29 +186,36 @@ py::object indexer_q(bool mxfp4, py::handle positions, py::handle q, py::handle 
   dsv4::IndexerQFp8Kernel& fp8 = dsv4::IndexerQFp8Kernel::instance();
   dsv4::IndexerQMxFp4Kernel& fp4 = dsv4::IndexerQMxFp4Kernel::instance();
   CallArguments call(mxfp4 ? fp4.name() : fp8.name());
-  dsv4::IndexerQInputs inputs;
-  inputs.positions = call.input(positions, "positions");
-  inputs.q = call.input(q, "q");
-  inputs.cos_sin_cache = call.input(cos_sin_cache, "cos_sin_cache");
-  inputs.weights = call.input(weights, "weights");
-  // softmax_scale * head_scale was formed in double by the caller; one rounding to f32 here.
-  inputs.scale = static_cast<float>(scale);
+  // The inputs both variants share, imported before the outputs in the Python order, so that
+  // the first bad argument is the one named.
+  const auto read_inputs = [&](auto& args) {
+    args.positions = call.input(positions, "positions");
+    args.q = call.input(q, "q");
+    args.cos_sin_cache = call.input(cos_sin_cache, "cos_sin_cache");
+    args.weights = call.input(weights, "weights");
+    // softmax_scale * head_scale was formed in double by the caller; one rounding to f32 here.
+    args.scale = static_cast<float>(scale);
+  };
   if (!mxfp4) {
-    const dsv4::IndexerQFp8Outputs outputs{call.output(q_values, "q_fp8"),
-                                           call.output(weights_out, "weights_out")};
+    dsv4::IndexerQFp8Args args;
+    read_inputs(args);
+    args.q_fp8 = call.output(q_values, "q_fp8");
+    args.weights_out = call.output(weights_out, "weights_out");
     run_reference([&] {
-      const auto spec = fp8.launch_spec(dsv4::IndexerQFp8Args{inputs, outputs});
+      const auto spec = fp8.launch_spec(args);
       const auto params = unpack_params<zj::dsv4::IndexerQParams>(spec.args, call.kernel());
       reference::indexer_q_fp8(params, {spec.key.head_dim, spec.key.rope_dim, spec.key.num_heads,
                                         spec.key.cos_sin_dtype == DType::bf16});
     });
     return py::none();
   }
-  const dsv4::IndexerQMxFp4Outputs outputs{call.output(q_values, "q_packed"),
-                                           call.output(q_scale, "q_scale"),
-                                           call.output(weights_out, "weights_out")};
+  dsv4::IndexerQMxFp4Args args;
+  read_inputs(args);
+  args.q_packed = call.output(q_values, "q_packed");
+  args.q_scale = call.output(q_scale, "q_scale");
+  args.weights_out = call.output(weights_out, "weights_out");
   run_reference([&] {
-    const auto spec = fp4.launch_spec(dsv4::IndexerQMxFp4Args{inputs, outputs});
+    const auto spec = fp4.launch_spec(args);
     const auto params = unpack_params<zj::dsv4::IndexerQParams>(spec.args, call.kernel());
     reference::indexer_q_mxfp4(params, {spec.key.head_dim, spec.key.rope_dim, spec.key.num_heads,
                                         spec.key.cos_sin_dtype == DType::bf16});

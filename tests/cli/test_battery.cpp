@@ -80,24 +80,24 @@ void check_kv_slot(std::int64_t slot, const TensorRef& cache, const std::string&
   ASSERT_LT(slot / cache.desc.size(1), cache.desc.size(0)) << where;
 }
 
-// The inputs of an indexer-Q call (FP8 or MXFP4: the variants share them), or nullptr.
-const IndexerQInputs* indexer_inputs(const Dsv4Call& args) {
-  if (const auto* fp8 = std::get_if<IndexerQFp8Args>(&args)) return &fp8->inputs;
-  if (const auto* mxfp4 = std::get_if<IndexerQMxFp4Args>(&args)) return &mxfp4->inputs;
-  return nullptr;
+// The inputs of an indexer-Q call (FP8 or MXFP4: the variants share them).
+template <class Args>
+void check_indexer_inputs(const HostMemory& memory, const Args& in, const std::string& where) {
+  for (const TensorRef* ref : {&in.positions, &in.q, &in.cos_sin_cache, &in.weights}) {
+    ASSERT_TRUE(memory.covers(*ref)) << where << ": " << to_string(ref->desc);
+  }
+  for (std::int64_t t = 0; t < in.positions.desc.size(0); ++t) {
+    const auto p = at<std::int64_t>(in.positions, t);
+    ASSERT_GE(p, 0) << where;
+    ASSERT_LT(p, in.cos_sin_cache.desc.size(0)) << where;
+  }
 }
 
 void check_call(const HostMemory& memory, const AttentionCall& call, const std::string& where) {
-  if (const IndexerQInputs* indexer = indexer_inputs(call.args)) {
-    const IndexerQInputs& in = *indexer;
-    for (const TensorRef* ref : {&in.positions, &in.q, &in.cos_sin_cache, &in.weights}) {
-      ASSERT_TRUE(memory.covers(*ref)) << where << ": " << to_string(ref->desc);
-    }
-    for (std::int64_t t = 0; t < in.positions.desc.size(0); ++t) {
-      const auto p = at<std::int64_t>(in.positions, t);
-      ASSERT_GE(p, 0) << where;
-      ASSERT_LT(p, in.cos_sin_cache.desc.size(0)) << where;
-    }
+  if (const auto* fp8 = std::get_if<IndexerQFp8Args>(&call.args)) {
+    check_indexer_inputs(memory, *fp8, where);
+  } else if (const auto* mxfp4 = std::get_if<IndexerQMxFp4Args>(&call.args)) {
+    check_indexer_inputs(memory, *mxfp4, where);
   } else if (const auto* compressor = std::get_if<CompressorCall>(&call.args)) {
     if (compressor->compress_ratio == 4) {
       const C4StoreArgs& a = compressor->c4;

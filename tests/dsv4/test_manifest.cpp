@@ -149,7 +149,7 @@ TEST(Dsv4Dispatch, C128StorePageStrides) {
 
 TEST(Dsv4Dispatch, IndexerCoarsenAndDequantGatherKeys) {
   auto& indexer = IndexerQFp8Kernel::instance();
-  IndexerQDescriptors d;
+  IndexerQFp8Descriptors d;
   d.q = TensorDesc::contiguous(DType::bf16, {511, 64, 128});
   d.cos_sin_cache = TensorDesc::contiguous(DType::bf16, {4096, 64});
   EXPECT_EQ(indexer.dispatch(d), (IndexerQKey{128, 64, 64, DType::bf16, 1}));
@@ -162,7 +162,10 @@ TEST(Dsv4Dispatch, IndexerCoarsenAndDequantGatherKeys) {
   d.q.shape[2] = 32;
   d.cos_sin_cache.shape[1] = 32;
   EXPECT_EQ(indexer.dispatch(d).coarsen, 2);
-  EXPECT_EQ(IndexerQMxFp4Kernel::instance().dispatch(d).coarsen, 4);
+  IndexerQMxFp4Descriptors mxfp4;  // the same inputs; dispatch reads no output
+  mxfp4.q = d.q;
+  mxfp4.cos_sin_cache = d.cos_sin_cache;
+  EXPECT_EQ(IndexerQMxFp4Kernel::instance().dispatch(mxfp4).coarsen, 4);
   d.q.shape[2] = 16;
   d.cos_sin_cache.shape[1] = 16;
   EXPECT_EQ(indexer.dispatch(d).coarsen, 1);

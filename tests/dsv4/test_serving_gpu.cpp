@@ -238,9 +238,9 @@ TEST_F(Dsv4Gpu, WarmedManifestWithDcpServesACompactBatteryWithoutCompiling) {
                  std::to_string(tokens) + " tokens, layer " + std::to_string(layer));
     try {
       if (kind == 0) {
-        kernels.run(IndexerQFp8Args{{prefix(positions, tokens), prefix(q, tokens), cos_sin,
-                                     prefix(weights, tokens), 0.011048543f},
-                                    {prefix(q_fp8, tokens), prefix(weights_out, tokens)}});
+        kernels.run(IndexerQFp8Args{prefix(positions, tokens), prefix(q, tokens), cos_sin,
+                                    prefix(weights, tokens), 0.011048543f, prefix(q_fp8, tokens),
+                                    prefix(weights_out, tokens)});
         ++calls["indexer_q_fp8"];
       } else if (kind == 1) {
         // One prefill's two gathers: compressed (C4 or C128 cache), then the window.

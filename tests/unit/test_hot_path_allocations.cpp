@@ -37,23 +37,21 @@ TEST(HotPath, AWarmedLaunchAllocatesNothing) {
   const auto vector = TensorDesc::contiguous(DType::f32, {4096});
   add.x = make_tensor_ref(reinterpret_cast<void*>(0x100000), vector);
   add.y = make_tensor_ref(reinterpret_cast<void*>(0x200000), vector);
-  dsv4::IndexerQInputs in;
+  dsv4::IndexerQFp8Args args;
   const std::int64_t tokens = 600, heads = 64, dim = 128;
-  in.positions = make_tensor_ref(reinterpret_cast<void*>(0x1000000),
-                                 TensorDesc::contiguous(DType::i64, {tokens}));
-  in.q = make_tensor_ref(reinterpret_cast<void*>(0x2000000),
-                         TensorDesc::contiguous(DType::bf16, {tokens, heads, dim}));
-  in.cos_sin_cache = make_tensor_ref(reinterpret_cast<void*>(0x3000000),
-                                     TensorDesc::contiguous(DType::f32, {4096, 64}));
-  in.weights = make_tensor_ref(reinterpret_cast<void*>(0x4000000),
-                               TensorDesc::contiguous(DType::bf16, {tokens, heads}));
-  in.scale = 0.01f;
-  dsv4::IndexerQFp8Outputs out;
-  out.q_fp8 = make_tensor_ref(reinterpret_cast<void*>(0x5000000),
-                              TensorDesc::contiguous(DType::u8, {tokens, heads, dim}));
-  out.weights_out = make_tensor_ref(reinterpret_cast<void*>(0x6000000),
-                                    TensorDesc::contiguous(DType::f32, {tokens, heads}));
-  const dsv4::IndexerQFp8Args args{in, out};
+  args.positions = make_tensor_ref(reinterpret_cast<void*>(0x1000000),
+                                   TensorDesc::contiguous(DType::i64, {tokens}));
+  args.q = make_tensor_ref(reinterpret_cast<void*>(0x2000000),
+                           TensorDesc::contiguous(DType::bf16, {tokens, heads, dim}));
+  args.cos_sin_cache = make_tensor_ref(reinterpret_cast<void*>(0x3000000),
+                                       TensorDesc::contiguous(DType::f32, {4096, 64}));
+  args.weights = make_tensor_ref(reinterpret_cast<void*>(0x4000000),
+                                 TensorDesc::contiguous(DType::bf16, {tokens, heads}));
+  args.scale = 0.01f;
+  args.q_fp8 = make_tensor_ref(reinterpret_cast<void*>(0x5000000),
+                               TensorDesc::contiguous(DType::u8, {tokens, heads, dim}));
+  args.weights_out = make_tensor_ref(reinterpret_cast<void*>(0x6000000),
+                                     TensorDesc::contiguous(DType::f32, {tokens, heads}));
 
   // First calls compile (NVRTC) and load: allocations are expected there.
   empty(32, LaunchTarget{});

@@ -365,30 +365,36 @@ struct BatteryWorkspace::State::CallBuilders {
     call.kind = "indexer-q";
     call.layer = layer.kind;
     call.layer_index = layer.index;
-    IndexerQInputs inputs;
-    inputs.positions = sp.positions_ref;
-    inputs.q = ws.ref(ws.q, DType::bf16, {sp.tokens, ws.heads, ws.head_dim});
-    inputs.cos_sin_cache = ws.ref(ws.cos_sin, DType::f32, {ws.max_len, ws.rope_dim});
-    inputs.weights = ws.ref(ws.weights, DType::bf16, {sp.tokens, ws.heads});
-    inputs.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(ws.head_dim)) /
+    // The inputs both variants take, set on whichever the configuration runs.
+    const auto set_inputs = [&](auto& args) {
+      args.positions = sp.positions_ref;
+      args.q = ws.ref(ws.q, DType::bf16, {sp.tokens, ws.heads, ws.head_dim});
+      args.cos_sin_cache = ws.ref(ws.cos_sin, DType::f32, {ws.max_len, ws.rope_dim});
+      args.weights = ws.ref(ws.weights, DType::bf16, {sp.tokens, ws.heads});
+      args.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(ws.head_dim)) /
                                       std::sqrt(static_cast<double>(ws.heads)));
+    };
     const double elements = static_cast<double>(sp.tokens) * ws.heads * ws.head_dim;
     double bytes = static_cast<double>(sp.tokens) * (8 + ws.rope_dim * 4) + elements * 2 +
                    static_cast<double>(sp.tokens) * ws.heads * (2 + 4);
     const TensorRef weights_out_ref = ws.ref(ws.weights_out, DType::f32, {sp.tokens, ws.heads});
     if (ws.config.serving.indexer_dtype == IndexerDtype::fp8) {
-      IndexerQFp8Outputs outputs{ws.ref(ws.q_out, DType::u8, {sp.tokens, ws.heads, ws.head_dim}),
-                                 weights_out_ref};
+      IndexerQFp8Args args;
+      set_inputs(args);
+      args.q_fp8 = ws.ref(ws.q_out, DType::u8, {sp.tokens, ws.heads, ws.head_dim});
+      args.weights_out = weights_out_ref;
       bytes += elements;
       call.traffic.push_back({IndexerQFp8Kernel::instance().name(), bytes});
-      call.args = IndexerQFp8Args{inputs, outputs};
+      call.args = args;
     } else {
-      IndexerQMxFp4Outputs outputs{
-          ws.ref(ws.q_out, DType::u8, {sp.tokens, ws.heads, ws.head_dim / 2}),
-          ws.ref(ws.q_scale, DType::u8, {sp.tokens, ws.heads, ws.head_dim / 32}), weights_out_ref};
+      IndexerQMxFp4Args args;
+      set_inputs(args);
+      args.q_packed = ws.ref(ws.q_out, DType::u8, {sp.tokens, ws.heads, ws.head_dim / 2});
+      args.q_scale = ws.ref(ws.q_scale, DType::u8, {sp.tokens, ws.heads, ws.head_dim / 32});
+      args.weights_out = weights_out_ref;
       bytes += elements / 2 + elements / 32;
       call.traffic.push_back({IndexerQMxFp4Kernel::instance().name(), bytes});
-      call.args = IndexerQMxFp4Args{inputs, outputs};
+      call.args = args;
     }
     out.push_back(std::move(call));
   }

@@ -1,6 +1,7 @@
 #include "dsv4/indexer_q/indexer_q.hpp"
 
 #include <algorithm>
+#include <tuple>
 
 #include "dsv4/indexer_q/indexer_q_params.h"
 
@@ -42,7 +43,9 @@ void check_key(const ArgumentChecks& checks, const IndexerQKey& key, bool mxfp4)
   }
 }
 
-void check_inputs(const ArgumentChecks& checks, const IndexerQInputs& in) {
+// The inputs both variants share, checked in one place.
+template <class Args>
+void check_inputs(const ArgumentChecks& checks, const Args& in) {
   checks.tensor(in.q.desc, "q", {DType::bf16}, 3);
   checks.contiguous(in.q.desc, "q");
   checks.aligned(in.q.desc, "q", 16);
@@ -65,12 +68,12 @@ void check_inputs(const ArgumentChecks& checks, const IndexerQInputs& in) {
 }
 
 void check_weights_out(const ArgumentChecks& checks, const TensorRef& weights_out,
-                       const IndexerQKey& key, const IndexerQInputs& in) {
+                       const IndexerQKey& key, const TensorDesc& q) {
   checks.tensor(weights_out.desc, "weights_out", {DType::f32}, 2);
-  checks.size(weights_out.desc, "weights_out", 0, in.q.desc.size(0));
+  checks.size(weights_out.desc, "weights_out", 0, q.size(0));
   checks.size(weights_out.desc, "weights_out", 1, key.num_heads);
   checks.contiguous(weights_out.desc, "weights_out");
-  checks.same_device(weights_out.desc, "weights_out", in.q.desc);
+  checks.same_device(weights_out.desc, "weights_out", q);
 }
 
 LaunchGeometry geometry(const IndexerQKey& key, std::int64_t num_tokens, bool pdl) {
@@ -83,58 +86,95 @@ LaunchGeometry geometry(const IndexerQKey& key, std::int64_t num_tokens, bool pd
 }
 
 // The argument block both variants share; each sets its own outputs.
-zj::dsv4::IndexerQParams input_params(const IndexerQInputs& in, const TensorRef& weights_out) {
+template <class Args>
+zj::dsv4::IndexerQParams input_params(const Args& in) {
   zj::dsv4::IndexerQParams params{};
-  params.positions = in.positions.as<const long long>();
-  params.q = in.q.as<const unsigned short>();
+  params.positions = in.positions.template as<const long long>();
+  params.q = in.q.template as<const unsigned short>();
   params.cos_sin_cache = in.cos_sin_cache.data;
   params.cos_sin_row_stride = in.cos_sin_cache.desc.stride(0);
-  params.weights = in.weights.as<const unsigned short>();
-  params.weights_out = weights_out.as<float>();
+  params.weights = in.weights.template as<const unsigned short>();
+  params.weights_out = in.weights_out.template as<float>();
   params.num_tokens = in.q.desc.size(0);
   params.scale = in.scale;
   return params;
 }
 
-}  // namespace
-
-IndexerQKey indexer_q_dispatch(const ArgumentChecks& checks, const IndexerQDescriptors& d,
-                               bool mxfp4) {
-  checks.tensor(d.q, "q", {DType::bf16}, 3);
-  checks.tensor(d.cos_sin_cache, "cos_sin_cache", {DType::f32, DType::bf16}, 2);
-  checks.fits_int32(d.q.size(1), "q", "the head count (shape[1])");
-  checks.fits_int32(d.q.size(2), "q", "the head dim (shape[2])");
-  checks.fits_int32(d.cos_sin_cache.size(1), "cos_sin_cache", "the rope dim (shape[1])");
+// Dispatch reads q and the cos/sin cache only, so both variants share it.
+IndexerQKey dispatch_key(const ArgumentChecks& checks, const TensorDesc& q,
+                         const TensorDesc& cos_sin_cache, bool mxfp4) {
+  checks.tensor(q, "q", {DType::bf16}, 3);
+  checks.tensor(cos_sin_cache, "cos_sin_cache", {DType::f32, DType::bf16}, 2);
+  checks.fits_int32(q.size(1), "q", "the head count (shape[1])");
+  checks.fits_int32(q.size(2), "q", "the head dim (shape[2])");
+  checks.fits_int32(cos_sin_cache.size(1), "cos_sin_cache", "the rope dim (shape[1])");
   IndexerQKey key;
-  key.num_heads = static_cast<int>(d.q.size(1));
-  key.head_dim = static_cast<int>(d.q.size(2));
-  key.rope_dim = static_cast<int>(d.cos_sin_cache.size(1));
-  key.cos_sin_dtype = d.cos_sin_cache.dtype;
+  key.num_heads = static_cast<int>(q.size(1));
+  key.head_dim = static_cast<int>(q.size(2));
+  key.rope_dim = static_cast<int>(cos_sin_cache.size(1));
+  key.cos_sin_dtype = cos_sin_cache.dtype;
   // Four heads share a subwarp's cos/sin loads only when they divide the head count (always
   // for DSv4's 64); otherwise one head per subwarp. The FP8 kernel takes at most a row's lanes
   // (head_dim / 16) heads a subwarp.
   const int lanes = key.head_dim / zj::dsv4::kIndexerQElementsPerThread;
   const int coarsen = mxfp4 ? 4 : std::clamp(lanes, 1, 4);
-  key.coarsen = d.q.size(0) < kCoarsenTokenThreshold || key.num_heads % coarsen != 0 ? 1 : coarsen;
+  key.coarsen = q.size(0) < kCoarsenTokenThreshold || key.num_heads % coarsen != 0 ? 1 : coarsen;
   check_key(checks, key, mxfp4);
   return key;
 }
 
-WarmupSpace<IndexerQDescriptors> indexer_q_warmup_space(const IndexerQGate& gate) {
-  IndexerQDescriptors base;
+// The outputs a call of the gate's shape passes (the dtypes the Python bindings allocate), for
+// one token: dispatch never reads them, but a point is described, and planned, as that call is.
+void set_outputs(IndexerQFp8Descriptors& d, const IndexerQGate& gate) {
+  d.q_fp8 = TensorDesc::contiguous(DType::e4m3, {1, gate.num_heads, gate.head_dim});
+  d.weights_out = TensorDesc::contiguous(DType::f32, {1, gate.num_heads});
+}
+void set_outputs(IndexerQMxFp4Descriptors& d, const IndexerQGate& gate) {
+  d.q_packed = TensorDesc::contiguous(DType::u8, {1, gate.num_heads, gate.head_dim / 2});
+  d.q_scale = TensorDesc::contiguous(DType::u8, {1, gate.num_heads, gate.head_dim / 32});
+  d.weights_out = TensorDesc::contiguous(DType::f32, {1, gate.num_heads});
+}
+void set_output_tokens(IndexerQFp8Descriptors& d, std::int64_t tokens) {
+  d.q_fp8.shape[0] = tokens;
+  d.weights_out.shape[0] = tokens;
+}
+void set_output_tokens(IndexerQMxFp4Descriptors& d, std::int64_t tokens) {
+  d.q_packed.shape[0] = tokens;
+  d.q_scale.shape[0] = tokens;
+  d.weights_out.shape[0] = tokens;
+}
+
+}  // namespace
+
+IndexerQKey indexer_q_dispatch(const ArgumentChecks& checks, const IndexerQFp8Descriptors& d) {
+  return dispatch_key(checks, d.q, d.cos_sin_cache, false);
+}
+
+IndexerQKey indexer_q_dispatch(const ArgumentChecks& checks, const IndexerQMxFp4Descriptors& d) {
+  return dispatch_key(checks, d.q, d.cos_sin_cache, true);
+}
+
+template <class Descriptors>
+WarmupSpace<Descriptors> indexer_q_warmup_space(const IndexerQGate& gate) {
+  Descriptors base;
   base.positions = TensorDesc::contiguous(DType::i64, {1});
   base.q = TensorDesc::contiguous(DType::bf16, {1, gate.num_heads, gate.head_dim});
   base.cos_sin_cache = TensorDesc::contiguous(to_dtype(gate.cos_sin_dtype), {65536, gate.rope_dim});
   base.weights = TensorDesc::contiguous(DType::bf16, {1, gate.num_heads});
-  WarmupSpace<IndexerQDescriptors> space(base);
+  set_outputs(base, gate);
+  WarmupSpace<Descriptors> space(base);
   space.advance("num_tokens", 1, gate.max_num_tokens, next_power_of_two,
-                [](IndexerQDescriptors& d, std::int64_t tokens) {
+                [](Descriptors& d, std::int64_t tokens) {
                   d.positions.shape[0] = tokens;
                   d.q.shape[0] = tokens;
                   d.weights.shape[0] = tokens;
+                  set_output_tokens(d, tokens);
                 });
   return space;
 }
+
+template WarmupSpace<IndexerQFp8Descriptors> indexer_q_warmup_space(const IndexerQGate& gate);
+template WarmupSpace<IndexerQMxFp4Descriptors> indexer_q_warmup_space(const IndexerQGate& gate);
 
 // --- FP8 ---------------------------------------------------------------------------------------
 
@@ -144,28 +184,25 @@ Program IndexerQFp8Kernel::program(const IndexerQKey& key) const {
                       instantiate("zj::dsv4::indexer_q_fp8_kernel", key));
 }
 
-LaunchSpecWithOutputs<IndexerQKey, IndexerQFp8Outputs> IndexerQFp8Kernel::plan(
-    const IndexerQFp8Args& args) const {
-  const IndexerQInputs& in = args.inputs;
-  const IndexerQFp8Outputs& out = args.outputs;
+LaunchSpecWithOutputs<IndexerQKey, std::tuple<TensorRef, TensorRef>> IndexerQFp8Kernel::plan(
+    const IndexerQKey& key, const IndexerQFp8Args& a) const {
   const ArgumentChecks checks = this->checks();
-  check_inputs(checks, in);
-  const IndexerQKey key = dispatch(in.descriptors());
-  const std::int64_t tokens = in.q.desc.size(0);
-  checks.tensor(out.q_fp8.desc, "q_fp8", {DType::u8, DType::e4m3}, 3);
-  checks.size(out.q_fp8.desc, "q_fp8", 0, tokens);
-  checks.size(out.q_fp8.desc, "q_fp8", 1, key.num_heads);
-  checks.size(out.q_fp8.desc, "q_fp8", 2, key.head_dim);
-  checks.contiguous(out.q_fp8.desc, "q_fp8");
-  checks.aligned(out.q_fp8.desc, "q_fp8", 16);
-  checks.same_device(out.q_fp8.desc, "q_fp8", in.q.desc);
-  check_weights_out(checks, out.weights_out, key, in);
+  check_inputs(checks, a);
+  const std::int64_t tokens = a.q.desc.size(0);
+  checks.tensor(a.q_fp8.desc, "q_fp8", {DType::u8, DType::e4m3}, 3);
+  checks.size(a.q_fp8.desc, "q_fp8", 0, tokens);
+  checks.size(a.q_fp8.desc, "q_fp8", 1, key.num_heads);
+  checks.size(a.q_fp8.desc, "q_fp8", 2, key.head_dim);
+  checks.contiguous(a.q_fp8.desc, "q_fp8");
+  checks.aligned(a.q_fp8.desc, "q_fp8", 16);
+  checks.same_device(a.q_fp8.desc, "q_fp8", a.q.desc);
+  check_weights_out(checks, a.weights_out, key, a.q.desc);
 
-  zj::dsv4::IndexerQParams params = input_params(in, out.weights_out);
-  params.q_fp8 = out.q_fp8.as<unsigned char>();
-  LaunchSpecWithOutputs<IndexerQKey, IndexerQFp8Outputs> spec{
-      key, geometry(key, tokens, in.pdl), {}, out};
-  spec.device = in.q.desc.device.ordinal;
+  zj::dsv4::IndexerQParams params = input_params(a);
+  params.q_fp8 = a.q_fp8.as<unsigned char>();
+  LaunchSpecWithOutputs<IndexerQKey, std::tuple<TensorRef, TensorRef>> spec{
+      key, geometry(key, tokens, a.pdl), {}, {a.q_fp8, a.weights_out}};
+  spec.device = a.q.desc.device.ordinal;
   spec.args.push(params);
   return spec;
 }
@@ -178,35 +215,32 @@ Program IndexerQMxFp4Kernel::program(const IndexerQKey& key) const {
                       instantiate("zj::dsv4::indexer_q_mxfp4_kernel", key));
 }
 
-LaunchSpecWithOutputs<IndexerQKey, IndexerQMxFp4Outputs> IndexerQMxFp4Kernel::plan(
-    const IndexerQMxFp4Args& args) const {
-  const IndexerQInputs& in = args.inputs;
-  const IndexerQMxFp4Outputs& out = args.outputs;
+LaunchSpecWithOutputs<IndexerQKey, std::tuple<TensorRef, TensorRef, TensorRef>>
+IndexerQMxFp4Kernel::plan(const IndexerQKey& key, const IndexerQMxFp4Args& a) const {
   const ArgumentChecks checks = this->checks();
-  check_inputs(checks, in);
-  const IndexerQKey key = dispatch(in.descriptors());
-  const std::int64_t tokens = in.q.desc.size(0);
-  checks.tensor(out.q_packed.desc, "q_packed", {DType::u8, DType::e2m1x2}, 3);
-  checks.size(out.q_packed.desc, "q_packed", 0, tokens);
-  checks.size(out.q_packed.desc, "q_packed", 1, key.num_heads);
-  checks.size(out.q_packed.desc, "q_packed", 2, key.head_dim / 2);
-  checks.contiguous(out.q_packed.desc, "q_packed");
-  checks.aligned(out.q_packed.desc, "q_packed", 8);
-  checks.same_device(out.q_packed.desc, "q_packed", in.q.desc);
-  checks.tensor(out.q_scale.desc, "q_scale", {DType::u8, DType::ue8m0}, 3);
-  checks.size(out.q_scale.desc, "q_scale", 0, tokens);
-  checks.size(out.q_scale.desc, "q_scale", 1, key.num_heads);
-  checks.size(out.q_scale.desc, "q_scale", 2, key.head_dim / 32);
-  checks.contiguous(out.q_scale.desc, "q_scale");
-  checks.same_device(out.q_scale.desc, "q_scale", in.q.desc);
-  check_weights_out(checks, out.weights_out, key, in);
+  check_inputs(checks, a);
+  const std::int64_t tokens = a.q.desc.size(0);
+  checks.tensor(a.q_packed.desc, "q_packed", {DType::u8, DType::e2m1x2}, 3);
+  checks.size(a.q_packed.desc, "q_packed", 0, tokens);
+  checks.size(a.q_packed.desc, "q_packed", 1, key.num_heads);
+  checks.size(a.q_packed.desc, "q_packed", 2, key.head_dim / 2);
+  checks.contiguous(a.q_packed.desc, "q_packed");
+  checks.aligned(a.q_packed.desc, "q_packed", 8);
+  checks.same_device(a.q_packed.desc, "q_packed", a.q.desc);
+  checks.tensor(a.q_scale.desc, "q_scale", {DType::u8, DType::ue8m0}, 3);
+  checks.size(a.q_scale.desc, "q_scale", 0, tokens);
+  checks.size(a.q_scale.desc, "q_scale", 1, key.num_heads);
+  checks.size(a.q_scale.desc, "q_scale", 2, key.head_dim / 32);
+  checks.contiguous(a.q_scale.desc, "q_scale");
+  checks.same_device(a.q_scale.desc, "q_scale", a.q.desc);
+  check_weights_out(checks, a.weights_out, key, a.q.desc);
 
-  zj::dsv4::IndexerQParams params = input_params(in, out.weights_out);
-  params.q_packed = out.q_packed.as<unsigned char>();
-  params.q_scale = out.q_scale.as<unsigned char>();
-  LaunchSpecWithOutputs<IndexerQKey, IndexerQMxFp4Outputs> spec{
-      key, geometry(key, tokens, in.pdl), {}, out};
-  spec.device = in.q.desc.device.ordinal;
+  zj::dsv4::IndexerQParams params = input_params(a);
+  params.q_packed = a.q_packed.as<unsigned char>();
+  params.q_scale = a.q_scale.as<unsigned char>();
+  LaunchSpecWithOutputs<IndexerQKey, std::tuple<TensorRef, TensorRef, TensorRef>> spec{
+      key, geometry(key, tokens, a.pdl), {}, {a.q_packed, a.q_scale, a.weights_out}};
+  spec.device = a.q.desc.device.ordinal;
   spec.args.push(params);
   return spec;
 }

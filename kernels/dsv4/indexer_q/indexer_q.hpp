@@ -1,6 +1,6 @@
 // Owners of the indexer-Q RoPE + quant kernels (spec section 1): FP8 (one pow2 scale per
 // (token, head) row, folded into the weights) and MXFP4 (a UE8M0 scale per 32 elements). Both
-// share the key, the descriptors and the dispatch; they differ in their outputs.
+// share the key, the inputs and the dispatch; they differ in their outputs.
 #pragma once
 
 #include <tuple>
@@ -28,81 +28,94 @@ struct IndexerQKey {
   auto operator<=>(const IndexerQKey&) const = default;
 };
 
-struct IndexerQDescriptors {
-  TensorDesc positions;      // i64 [T]
-  TensorDesc q;              // bf16 [T, H, D]
-  TensorDesc cos_sin_cache;  // f32 | bf16 [max_pos, R]
-  TensorDesc weights;        // bf16 [T, H]
-
-  static constexpr auto fields() {
-    return std::tuple{field("positions", &IndexerQDescriptors::positions),
-                      field("q", &IndexerQDescriptors::q),
-                      field("cos_sin_cache", &IndexerQDescriptors::cos_sin_cache),
-                      field("weights", &IndexerQDescriptors::weights)};
-  }
-};
-
-struct IndexerQInputs {
-  TensorRef positions;
-  TensorRef q;
-  TensorRef cos_sin_cache;
-  TensorRef weights;
-  float scale = 0.0f;  // softmax_scale * head_scale
+// The FP8 call's arguments, in the order of vLLM's Python function
+// (fused_indexer_q_rope_quant_fp8, whose softmax and head scales arrive as their product). With
+// TensorRef what a caller passes, with TensorDesc what dispatch sees (zerojit/arguments.hpp).
+// The outputs carry no allocation rule: the hand-written Python bindings allocate them.
+template <class Tensor>
+struct IndexerQFp8Arguments {
+  Tensor positions;      // i64 [T]
+  Tensor q;              // bf16 [T, H, D]
+  Tensor cos_sin_cache;  // f32 | bf16 [max_pos, R]
+  Tensor weights;        // bf16 [T, H]
+  float scale = 0.0f;    // softmax_scale * head_scale
+  Tensor q_fp8;          // u8 | e4m3 [T, H, D]; written
+  Tensor weights_out;    // f32 [T, H]; written
   // Launch with programmatic dependent launch (PDL): the kernel may start while the kernel
   // before it in the stream still runs, and waits for it before reading what it writes. A launch
   // option, not a key field (docs/DESIGN.md, "Programmatic dependent launch").
   bool pdl = false;
 
-  IndexerQDescriptors descriptors() const {
-    return {positions.desc, q.desc, cos_sin_cache.desc, weights.desc};
+  static constexpr auto fields() {
+    using A = IndexerQFp8Arguments;
+    return std::tuple{input("positions", &A::positions),
+                      input("q", &A::q),
+                      input("cos_sin_cache", &A::cos_sin_cache),
+                      input("weights", &A::weights),
+                      scalar("scale", &A::scale),
+                      output("q_fp8", &A::q_fp8),
+                      output("weights_out", &A::weights_out),
+                      launch_option("pdl", &A::pdl)};
   }
 };
+using IndexerQFp8Args = IndexerQFp8Arguments<TensorRef>;
+using IndexerQFp8Descriptors = IndexerQFp8Arguments<TensorDesc>;
 
-struct IndexerQFp8Outputs {
-  TensorRef q_fp8;        // u8 | e4m3 [T, H, D]
-  TensorRef weights_out;  // f32 [T, H]
+// The MXFP4 call's arguments, in the order of vLLM's fused_indexer_q_rope_quant_mxfp4: the FP8
+// call's inputs, then its outputs. No allocation rule either: q_packed's D / 2 and q_scale's
+// D / 32 are not extents allocated_like can state.
+template <class Tensor>
+struct IndexerQMxFp4Arguments {
+  Tensor positions;      // i64 [T]
+  Tensor q;              // bf16 [T, H, D]
+  Tensor cos_sin_cache;  // f32 | bf16 [max_pos, R]
+  Tensor weights;        // bf16 [T, H]
+  float scale = 0.0f;    // softmax_scale * head_scale
+  Tensor q_packed;       // u8 | e2m1x2 [T, H, D/2]; written
+  Tensor q_scale;        // u8 | ue8m0 [T, H, D/32]; written
+  Tensor weights_out;    // f32 [T, H]; written
+  bool pdl = false;      // as the FP8 call's
+
+  static constexpr auto fields() {
+    using A = IndexerQMxFp4Arguments;
+    return std::tuple{input("positions", &A::positions),
+                      input("q", &A::q),
+                      input("cos_sin_cache", &A::cos_sin_cache),
+                      input("weights", &A::weights),
+                      scalar("scale", &A::scale),
+                      output("q_packed", &A::q_packed),
+                      output("q_scale", &A::q_scale),
+                      output("weights_out", &A::weights_out),
+                      launch_option("pdl", &A::pdl)};
+  }
 };
+using IndexerQMxFp4Args = IndexerQMxFp4Arguments<TensorRef>;
+using IndexerQMxFp4Descriptors = IndexerQMxFp4Arguments<TensorDesc>;
 
-struct IndexerQMxFp4Outputs {
-  TensorRef q_packed;     // u8 | e2m1x2 [T, H, D/2]
-  TensorRef q_scale;      // u8 | ue8m0 [T, H, D/32]
-  TensorRef weights_out;  // f32 [T, H]
-};
-
-struct IndexerQFp8Args {
-  IndexerQInputs inputs;
-  IndexerQFp8Outputs outputs;
-
-  IndexerQDescriptors descriptors() const { return inputs.descriptors(); }
-};
-
-struct IndexerQMxFp4Args {
-  IndexerQInputs inputs;
-  IndexerQMxFp4Outputs outputs;
-
-  IndexerQDescriptors descriptors() const { return inputs.descriptors(); }
-};
-
-// Dispatch for both variants: (T, H, D) = q.shape, R = cos_sin_cache.shape[-1], cos/sin dtype
-// as given, coarsen 1 for T < 512 tokens else 4 (1 when 4 does not divide H). `mxfp4` selects
-// the variant's key constraints.
-IndexerQKey indexer_q_dispatch(const ArgumentChecks& checks, const IndexerQDescriptors& d,
-                               bool mxfp4);
+// Dispatch for both variants, from the four inputs alone: (T, H, D) = q.shape, R =
+// cos_sin_cache.shape[-1], cos/sin dtype as given, coarsen 1 for T < 512 tokens else 4 (1 when 4
+// does not divide H); the descriptors' type selects the variant's key constraints.
+IndexerQKey indexer_q_dispatch(const ArgumentChecks& checks, const IndexerQFp8Descriptors& d);
+IndexerQKey indexer_q_dispatch(const ArgumentChecks& checks, const IndexerQMxFp4Descriptors& d);
 // T in {1, 2, 4, ..., max_tokens} (and max_tokens itself) with the model's indexer shape and
-// the one cos/sin dtype the model's RoPE cache has.
-WarmupSpace<IndexerQDescriptors> indexer_q_warmup_space(const IndexerQGate& gate);
+// the one cos/sin dtype the model's RoPE cache has. Dispatch reads no output, but each point
+// carries the outputs a call of its shape passes, so that it describes, and plans, as that call
+// does. Defined for IndexerQFp8Descriptors and IndexerQMxFp4Descriptors.
+template <class Descriptors>
+WarmupSpace<Descriptors> indexer_q_warmup_space(const IndexerQGate& gate);
 
 class IndexerQFp8Kernel final
-    : public JitKernel<IndexerQFp8Kernel, IndexerQKey, IndexerQDescriptors> {
+    : public JitKernel<IndexerQFp8Kernel, IndexerQKey, IndexerQFp8Descriptors> {
  public:
-  IndexerQKey dispatch(const IndexerQDescriptors& d) const override {
-    return indexer_q_dispatch(checks(), d, false);
+  IndexerQKey dispatch(const IndexerQFp8Descriptors& d) const override {
+    return indexer_q_dispatch(checks(), d);
   }
   Program program(const IndexerQKey& key) const override;
-  // Returns the outputs.
-  LaunchSpecWithOutputs<IndexerQKey, IndexerQFp8Outputs> plan(const IndexerQFp8Args& args) const;
-  WarmupSpace<IndexerQDescriptors> warmup_space(const IndexerQGate& gate) const {
-    return indexer_q_warmup_space(gate);
+  // Returns the outputs, (q_fp8, weights_out).
+  LaunchSpecWithOutputs<IndexerQKey, std::tuple<TensorRef, TensorRef>> plan(
+      const IndexerQKey& key, const IndexerQFp8Args& args) const;
+  WarmupSpace<IndexerQFp8Descriptors> warmup_space(const IndexerQGate& gate) const {
+    return indexer_q_warmup_space<IndexerQFp8Descriptors>(gate);
   }
 
   // The CPU reference of the kernel compiled for `key`, on the argument block plan() packs
@@ -115,16 +128,17 @@ class IndexerQFp8Kernel final
 };
 
 class IndexerQMxFp4Kernel final
-    : public JitKernel<IndexerQMxFp4Kernel, IndexerQKey, IndexerQDescriptors> {
+    : public JitKernel<IndexerQMxFp4Kernel, IndexerQKey, IndexerQMxFp4Descriptors> {
  public:
-  IndexerQKey dispatch(const IndexerQDescriptors& d) const override {
-    return indexer_q_dispatch(checks(), d, true);
+  IndexerQKey dispatch(const IndexerQMxFp4Descriptors& d) const override {
+    return indexer_q_dispatch(checks(), d);
   }
   Program program(const IndexerQKey& key) const override;
-  LaunchSpecWithOutputs<IndexerQKey, IndexerQMxFp4Outputs> plan(
-      const IndexerQMxFp4Args& args) const;
-  WarmupSpace<IndexerQDescriptors> warmup_space(const IndexerQGate& gate) const {
-    return indexer_q_warmup_space(gate);
+  // Returns the outputs, (q_packed, q_scale, weights_out).
+  LaunchSpecWithOutputs<IndexerQKey, std::tuple<TensorRef, TensorRef, TensorRef>> plan(
+      const IndexerQKey& key, const IndexerQMxFp4Args& args) const;
+  WarmupSpace<IndexerQMxFp4Descriptors> warmup_space(const IndexerQGate& gate) const {
+    return indexer_q_warmup_space<IndexerQMxFp4Descriptors>(gate);
   }
 
   // The CPU reference of the kernel compiled for `key`, on the argument block plan() packs

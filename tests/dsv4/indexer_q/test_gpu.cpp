@@ -39,11 +39,14 @@ struct IndexerCase {
 
 // The key the owner dispatches for the case, compiled (in parallel) before the checks run.
 IndexerQKey indexer_key(const IndexerCase& c, bool mxfp4) {
-  IndexerQDescriptors d;
-  d.q = TensorDesc::contiguous(DType::bf16, {c.tokens, c.heads, c.head_dim});
-  d.cos_sin_cache = TensorDesc::contiguous(c.cos_sin_dtype, {c.max_position, c.rope_dim});
-  return mxfp4 ? IndexerQMxFp4Kernel::instance().dispatch(d)
-               : IndexerQFp8Kernel::instance().dispatch(d);
+  // Dispatch reads the inputs only: the outputs stay empty.
+  const auto key = [&c](const auto& kernel, auto d) {
+    d.q = TensorDesc::contiguous(DType::bf16, {c.tokens, c.heads, c.head_dim});
+    d.cos_sin_cache = TensorDesc::contiguous(c.cos_sin_dtype, {c.max_position, c.rope_dim});
+    return kernel.dispatch(d);
+  };
+  return mxfp4 ? key(IndexerQMxFp4Kernel::instance(), IndexerQMxFp4Descriptors{})
+               : key(IndexerQFp8Kernel::instance(), IndexerQFp8Descriptors{});
 }
 
 // `order`: the PDL test runs the case behind a producer of Q and the weights.
@@ -117,23 +120,25 @@ std::string check_indexer_q(const IndexerCase& c, bool mxfp4,
 
   Placement device;
   Producer producer;
-  IndexerQInputs args;
-  args.positions = device.put(inputs.positions);
-  args.q = device.put_produced(inputs.q, producer, order);
-  args.cos_sin_cache = device.put(inputs.cos_sin_cache);
-  args.weights = device.put_produced(inputs.weights, producer, order);
-  args.scale = inputs.scale;
+  const TensorRef positions_ref = device.put(inputs.positions);
+  const TensorRef q_ref = device.put_produced(inputs.q, producer, order);
+  const TensorRef cos_sin_ref = device.put(inputs.cos_sin_cache);
+  const TensorRef weights_ref = device.put_produced(inputs.weights, producer, order);
   try {
     const TensorRef codes_ref = device.put(codes);
     const TensorRef weights_out_ref = device.put(weights_out);
     const TensorRef scales_ref = mxfp4 ? device.put(scales) : TensorRef{};
     producer.run(order, [&](cuda::Stream stream, bool pdl) {
-      args.pdl = pdl;
       if (mxfp4) {
         IndexerQMxFp4Kernel::instance()(
-            IndexerQMxFp4Args{args, {codes_ref, scales_ref, weights_out_ref}}, stream);
+            IndexerQMxFp4Args{positions_ref, q_ref, cos_sin_ref, weights_ref, inputs.scale,
+                              codes_ref, scales_ref, weights_out_ref, pdl},
+            stream);
       } else {
-        IndexerQFp8Kernel::instance()(IndexerQFp8Args{args, {codes_ref, weights_out_ref}}, stream);
+        IndexerQFp8Kernel::instance()(
+            IndexerQFp8Args{positions_ref, q_ref, cos_sin_ref, weights_ref, inputs.scale, codes_ref,
+                            weights_out_ref, pdl},
+            stream);
       }
     });
     finish();
