@@ -98,9 +98,8 @@ Case dequant_gather_case(const std::string& size, const Context& context) {
       [](const dsv4::DequantGatherArgs& args, const Emulation& e) {
         auto& kernel = dsv4::DequantGatherKernel::instance();
         emulate_planned<params::DequantGatherParams>(
-            kernel, kernel.launch_spec(args), e, [](const auto& block, const auto& key) {
-              ref::dequant_gather(block, key.block_size, key.has_gather_lens);
-            });
+            kernel, kernel.launch_spec(args), e,
+            [](const auto& block, const auto& key) { ref::dequant_gather(key, block); });
       });
   return c;
 }

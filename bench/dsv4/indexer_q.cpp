@@ -33,9 +33,9 @@ TokenSize indexer_size(std::string_view size) {
 const std::vector<std::string> kIndexerSizes = {"small", "serving", "large", "t64",
                                                 "t512",  "t4096",   "t16384"};
 
-ref::IndexerQShape indexer_shape() {
+dsv4::IndexerQKey indexer_shape() {
   return {static_cast<int>(kIndexHeadDim), static_cast<int>(kRopeDim),
-          static_cast<int>(kIndexHeads), false};
+          static_cast<int>(kIndexHeads), DType::f32};
 }
 
 Case indexer_case(bool mxfp4, const std::string& size, const Context& context) {
@@ -100,7 +100,7 @@ Case indexer_case(bool mxfp4, const std::string& size, const Context& context) {
           auto& kernel = dsv4::IndexerQMxFp4Kernel::instance();
           emulate_planned<params::IndexerQParams>(
               kernel, kernel.launch_spec(args), e,
-              [](const auto& block, const auto&) { ref::indexer_q_mxfp4(block, indexer_shape()); });
+              [](const auto& block, const auto&) { ref::indexer_q_mxfp4(indexer_shape(), block); });
         });
   } else {
     const in::HostTensor q_fp8 = in::make_tensor(DType::u8, {tokens, kIndexHeads, kIndexHeadDim});
@@ -120,7 +120,7 @@ Case indexer_case(bool mxfp4, const std::string& size, const Context& context) {
           auto& kernel = dsv4::IndexerQFp8Kernel::instance();
           emulate_planned<params::IndexerQParams>(
               kernel, kernel.launch_spec(args), e,
-              [](const auto& block, const auto&) { ref::indexer_q_fp8(block, indexer_shape()); });
+              [](const auto& block, const auto&) { ref::indexer_q_fp8(indexer_shape(), block); });
         });
   }
   return c;

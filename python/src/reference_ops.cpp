@@ -204,8 +204,7 @@ py::object indexer_q(bool mxfp4, py::handle positions, py::handle q, py::handle 
     run_reference([&] {
       const auto spec = fp8.launch_spec(args);
       const auto params = unpack_params<zj::dsv4::IndexerQParams>(spec.args, call.kernel());
-      reference::indexer_q_fp8(params, {spec.key.head_dim, spec.key.rope_dim, spec.key.num_heads,
-                                        spec.key.cos_sin_dtype == DType::bf16});
+      reference::indexer_q_fp8(spec.key, params);
     });
     return py::none();
   }
@@ -217,8 +216,7 @@ py::object indexer_q(bool mxfp4, py::handle positions, py::handle q, py::handle 
   run_reference([&] {
     const auto spec = fp4.launch_spec(args);
     const auto params = unpack_params<zj::dsv4::IndexerQParams>(spec.args, call.kernel());
-    reference::indexer_q_mxfp4(params, {spec.key.head_dim, spec.key.rope_dim, spec.key.num_heads,
-                                        spec.key.cos_sin_dtype == DType::bf16});
+    reference::indexer_q_mxfp4(spec.key, params);
   });
   return py::none();
 }
@@ -244,7 +242,7 @@ py::object dequant_gather(py::handle out, py::handle k_cache, py::handle seq_len
     check_indices_below(call, args.block_table, "block_table", args.k_cache.desc.size(0),
                         "the pages of k_cache");
     const auto params = unpack_params<zj::dsv4::DequantGatherParams>(spec.args, call.kernel());
-    reference::dequant_gather(params, spec.key.block_size, spec.key.has_gather_lens);
+    reference::dequant_gather(spec.key, params);
   });
   return py::none();
 }

@@ -149,7 +149,8 @@ TEST_F(ZerojitToolCache, CacheLsColumnsStayAlignedWithLongKeysAndPaths) {
     longest_key = std::max(longest_key, arch - header.find("key"));
   }
   EXPECT_EQ(rows, 9u) << r.out;  // the default manifest
-  EXPECT_GT(longest_key, 100u) << "the keys were meant to be long:\n" << r.out;
+  // The indexer's key (71 characters) is about twice the 36 columns a fixed width once gave keys.
+  EXPECT_GT(longest_key, 60u) << "the keys were meant to be long:\n" << r.out;
 }
 
 TEST_F(ZerojitToolCache, APackHoldsWhatALayerServedAndAnUnwritableOneFailsBeforeCompiling) {

@@ -26,9 +26,10 @@ std::uint16_t dequantize(std::uint8_t code, std::uint8_t exponent) {
 
 }  // namespace
 
-void dequant_gather(const zj::dsv4::DequantGatherParams& params, int block_size,
-                    bool has_gather_lens) {
+void dequant_gather(const DequantGatherKey& key, const zj::dsv4::DequantGatherParams& params) {
   using namespace zj::dsv4;
+  const int block_size = key.block_size;
+  const bool has_gather_lens = key.has_gather_lens;
   require(block_size > 0, "block_size must be positive, got " + std::to_string(block_size));
   require(params.num_reqs >= 0, "num_reqs must be >= 0");
   if (params.num_reqs == 0) return;
@@ -78,7 +79,7 @@ namespace zerojit::dsv4 {
 
 void DequantGatherKernel::reference(const DequantGatherKey& key,
                                     const zj::dsv4::DequantGatherParams& params) {
-  reference::dequant_gather(params, key.block_size, key.has_gather_lens);
+  reference::dequant_gather(key, params);
 }
 
 }  // namespace zerojit::dsv4

@@ -13,6 +13,18 @@
 namespace zerojit::dsv4::reference {
 namespace {
 
+// The key's values that change results, as the helpers below read them.
+struct IndexerQShape {
+  int head_dim = 128;            // D
+  int rope_dim = 64;             // R
+  int num_heads = 64;            // H
+  bool cos_sin_is_bf16 = false;  // cos_sin_cache holds bf16 (else f32)
+};
+
+IndexerQShape shape_of(const IndexerQKey& key) {
+  return {key.head_dim, key.rope_dim, key.num_heads, key.cos_sin_dtype == DType::bf16};
+}
+
 using zj::dsv4::IndexerQParams;
 
 void require(bool condition, const char* kernel, const std::string& message) {
@@ -89,7 +101,8 @@ float abs_max(const std::vector<float>& x, std::size_t begin, std::size_t end) {
 
 }  // namespace
 
-void indexer_q_fp8(const IndexerQParams& params, const IndexerQShape& shape) {
+void indexer_q_fp8(const IndexerQKey& key, const IndexerQParams& params) {
+  const IndexerQShape shape = shape_of(key);
   namespace num = zerojit::reference;
   constexpr const char* kKernel = "indexer_q_fp8";
   check_common(params, shape, kKernel);
@@ -115,7 +128,8 @@ void indexer_q_fp8(const IndexerQParams& params, const IndexerQShape& shape) {
   }
 }
 
-void indexer_q_mxfp4(const IndexerQParams& params, const IndexerQShape& shape) {
+void indexer_q_mxfp4(const IndexerQKey& key, const IndexerQParams& params) {
+  const IndexerQShape shape = shape_of(key);
   namespace num = zerojit::reference;
   constexpr const char* kKernel = "indexer_q_mxfp4";
   check_common(params, shape, kKernel);
@@ -156,21 +170,13 @@ void indexer_q_mxfp4(const IndexerQParams& params, const IndexerQShape& shape) {
 
 namespace zerojit::dsv4 {
 
-namespace {
-
-reference::IndexerQShape shape_of(const IndexerQKey& key) {
-  return {key.head_dim, key.rope_dim, key.num_heads, key.cos_sin_dtype == DType::bf16};
-}
-
-}  // namespace
-
 void IndexerQFp8Kernel::reference(const IndexerQKey& key, const zj::dsv4::IndexerQParams& params) {
-  reference::indexer_q_fp8(params, shape_of(key));
+  reference::indexer_q_fp8(key, params);
 }
 
 void IndexerQMxFp4Kernel::reference(const IndexerQKey& key,
                                     const zj::dsv4::IndexerQParams& params) {
-  reference::indexer_q_mxfp4(params, shape_of(key));
+  reference::indexer_q_mxfp4(key, params);
 }
 
 }  // namespace zerojit::dsv4

@@ -4,24 +4,18 @@
 // and every rounding is the PTX instruction's (reference/numerics.hpp).
 #pragma once
 
+#include "dsv4/indexer_q/indexer_q.hpp"
 #include "dsv4/indexer_q/indexer_q_params.h"
 
 namespace zerojit::dsv4::reference {
 
-// The compile-time values of the kernels' key that change results (coarsen does not).
-struct IndexerQShape {
-  int head_dim = 128;            // D
-  int rope_dim = 64;             // R
-  int num_heads = 64;            // H
-  bool cos_sin_is_bf16 = false;  // cos_sin_cache holds bf16 (else f32)
-};
-
 // Writes q_fp8[t, h, :] and weights_out[t, h] for every t < num_tokens, h < H, exactly where
-// indexer_q_fp8_kernel does, from the host pointers in `params`. Throws std::invalid_argument
-// naming the argument when the shape breaks the spec's constraints or a pointer is null.
-void indexer_q_fp8(const zj::dsv4::IndexerQParams& params, const IndexerQShape& shape);
+// indexer_q_fp8_kernel compiled for `key` does (its coarsen does not change results), from the
+// host pointers in `params`. Throws std::invalid_argument naming the argument when the key
+// breaks the spec's constraints or a pointer is null.
+void indexer_q_fp8(const IndexerQKey& key, const zj::dsv4::IndexerQParams& params);
 
 // Writes q_packed[t, h, :], q_scale[t, h, :] and weights_out[t, h], as indexer_q_mxfp4_kernel.
-void indexer_q_mxfp4(const zj::dsv4::IndexerQParams& params, const IndexerQShape& shape);
+void indexer_q_mxfp4(const IndexerQKey& key, const zj::dsv4::IndexerQParams& params);
 
 }  // namespace zerojit::dsv4::reference

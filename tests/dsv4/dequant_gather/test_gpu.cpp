@@ -39,7 +39,7 @@ void gather_reference(const GatherCase& c, const GatherInputs& inputs,
   p.max_blocks = inputs.width;
   p.offset = c.offset;
   p.num_reqs = static_cast<long long>(c.seq_lens.size());
-  ref::dequant_gather(p, c.block_size, c.has_gather_lens);
+  ref::dequant_gather(DequantGatherKey{c.block_size, c.has_gather_lens}, p);
 }
 
 // With a producer (the PDL test), the K cache is what it writes.

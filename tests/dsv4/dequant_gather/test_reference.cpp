@@ -12,6 +12,8 @@
 
 namespace {
 
+using zerojit::dsv4::DequantGatherKey;
+
 constexpr int kDim = 512;
 constexpr int kRowBytes = 576;
 constexpr unsigned char kSentinel = 0xA5;
@@ -125,7 +127,7 @@ TEST(DequantGatherReference, DecodesKnownCodesScalesAndTail) {
   const std::vector<int> seq_lens = {3};
   const std::vector<int> table = {2, 0};
   zerojit::dsv4::reference::dequant_gather(
-      make_params(work, cache, seq_lens, nullptr, table, 2, 2, 0), 2, false);
+      DequantGatherKey{2, false}, make_params(work, cache, seq_lens, nullptr, table, 2, 2, 0));
 
   for (int d = 0; d < 448; ++d) {
     EXPECT_EQ(work.at(0, 0, d), expected[d / 64][d % 8]) << "dim " << d;
@@ -154,7 +156,7 @@ TEST(DequantGatherReference, ScaleExponentZeroGivesSignedZero) {
   const std::vector<int> seq_lens = {1};
   const std::vector<int> table = {0};
   zerojit::dsv4::reference::dequant_gather(
-      make_params(work, cache, seq_lens, nullptr, table, 1, 1, 0), 1, false);
+      DequantGatherKey{1, false}, make_params(work, cache, seq_lens, nullptr, table, 1, 1, 0));
   for (int d = 0; d < 448; ++d) {
     EXPECT_EQ(work.at(0, 0, d), d / 64 == 5 ? 0x8000 : 0xC080) << "dim " << d;
   }
@@ -176,7 +178,7 @@ TEST(DequantGatherReference, GatherLensSelectsTheTailAtTheOffset) {
   const std::vector<int> gather_lens = {2};
   const std::vector<int> table = {1, 2, 0, 7};  // columns 0..2 used; position 3 -> page 2 row 1
   zerojit::dsv4::reference::dequant_gather(
-      make_params(work, cache, seq_lens, &gather_lens, table, 4, 3, 3), 2, true);
+      DequantGatherKey{2, true}, make_params(work, cache, seq_lens, &gather_lens, table, 4, 3, 3));
   for (int row = 0; row < 9; ++row) {
     if (row == 3 || row == 4) continue;
     EXPECT_TRUE(work.row_untouched(0, row)) << "row " << row;
@@ -205,7 +207,7 @@ TEST(DequantGatherReference, SkipsRowsOutsideTheWorkspaceOrTable) {
   // Request 1: pages 1 then 0.
   const std::vector<int> table = {-1, 1, 0, 1, 0, 5};
   zerojit::dsv4::reference::dequant_gather(
-      make_params(work, cache, seq_lens, nullptr, table, 3, 2, 2), 2, false);
+      DequantGatherKey{2, false}, make_params(work, cache, seq_lens, nullptr, table, 3, 2, 2));
   // Request 0, offset 2: positions 0, 1 (page -1) leave rows 2, 3 alone; positions 2, 3 fill
   // rows 4, 5 from page 1; positions 4, 5 would land at rows 6, 7 (>= M) and are skipped.
   for (int row = 0; row < 4; ++row) EXPECT_TRUE(work.row_untouched(0, row)) << row;
@@ -236,7 +238,7 @@ TEST(DequantGatherReference, SkipsColumnsPastMaxBlocksAndNegativePositions) {
   const std::vector<int> gather_lens = {4};     // start = -1
   const std::vector<int> table = {0, 1, 0, 1};  // max_blocks 2: column 2 is outside
   zerojit::dsv4::reference::dequant_gather(
-      make_params(work, cache, seq_lens, &gather_lens, table, 4, 2, 0), 1, true);
+      DequantGatherKey{1, true}, make_params(work, cache, seq_lens, &gather_lens, table, 4, 2, 0));
   EXPECT_TRUE(work.row_untouched(0, 0));  // position -1
   EXPECT_EQ(work.at(0, 1, 0), 0x3F80);    // position 0 -> page 0
   EXPECT_EQ(work.at(0, 2, 0), 0x4000);    // position 1 -> page 1
@@ -249,8 +251,10 @@ TEST(DequantGatherReference, RejectsBadArguments) {
   const std::vector<int> seq_lens = {1};
   const std::vector<int> table = {0};
   const auto params = make_params(work, cache, seq_lens, nullptr, table, 1, 1, 0);
-  EXPECT_THROW(zerojit::dsv4::reference::dequant_gather(params, 0, false), std::invalid_argument);
-  EXPECT_THROW(zerojit::dsv4::reference::dequant_gather(params, 1, true), std::invalid_argument);
+  EXPECT_THROW(zerojit::dsv4::reference::dequant_gather(DequantGatherKey{0, false}, params),
+               std::invalid_argument);
+  EXPECT_THROW(zerojit::dsv4::reference::dequant_gather(DequantGatherKey{1, true}, params),
+               std::invalid_argument);
 }
 
 TEST(DequantGatherParams, NumWorkersGiveEachWarpAboutTenRowsInAGridOfAtLeast512Ctas) {

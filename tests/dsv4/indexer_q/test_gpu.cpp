@@ -81,7 +81,7 @@ std::string check_indexer_q(const IndexerCase& c, bool mxfp4,
   p.weights_out = expected_weights.as<float>();
   p.num_tokens = tokens;
   p.scale = inputs.scale;
-  const ref::IndexerQShape shape{head_dim, c.rope_dim, heads, c.cos_sin_dtype == DType::bf16};
+  const IndexerQKey shape{head_dim, c.rope_dim, heads, c.cos_sin_dtype};
   if (mxfp4) {
     p.q_packed = expected_codes.as<unsigned char>();
     p.q_scale = expected_scales.as<unsigned char>();
@@ -105,10 +105,10 @@ std::string check_indexer_q(const IndexerCase& c, bool mxfp4,
       if (mxfp4) {
         part.q_packed += row * head_dim / 2;
         part.q_scale += row * head_dim / 32;
-        ref::indexer_q_mxfp4(part, shape);
+        ref::indexer_q_mxfp4(shape, part);
       } else {
         part.q_fp8 += row * head_dim;
-        ref::indexer_q_fp8(part, shape);
+        ref::indexer_q_fp8(shape, part);
       }
     } catch (const std::exception& error) {
       errors[chunk] = error.what();

@@ -14,7 +14,8 @@
 
 namespace {
 
-using zerojit::dsv4::reference::IndexerQShape;
+using zerojit::DType;
+using zerojit::dsv4::IndexerQKey;
 
 constexpr int kHeadDim = 128;
 constexpr int kRopeDim = 64;
@@ -97,8 +98,8 @@ struct IndexerQBuffers {
     return p;
   }
 
-  IndexerQShape shape(bool cos_sin_is_bf16 = false) const {
-    return IndexerQShape{kHeadDim, kRopeDim, num_heads, cos_sin_is_bf16};
+  IndexerQKey shape(bool cos_sin_is_bf16 = false) const {
+    return IndexerQKey{kHeadDim, kRopeDim, num_heads, cos_sin_is_bf16 ? DType::bf16 : DType::f32};
   }
 
   unsigned char fp8(int token, int head, int dim) const {
@@ -144,7 +145,7 @@ TEST(IndexerQMxFp4Reference, TiesSignsAndNibbleOrder) {
                             -0.25f, -0.75f, -1.25f, -1.75f, -2.5f,        -3.5f, -5.0f, -6.0f,
                             0.5f,   1.5f,   3.0f,   4.0f,   0.251953125f, 5.5f,  -0.0f, 0.0f};
   for (int d = 0; d < 24; ++d) b.set_q(0, 0, d, values[d]);
-  zerojit::dsv4::reference::indexer_q_mxfp4(b.params(false), b.shape());
+  zerojit::dsv4::reference::indexer_q_mxfp4(b.shape(), b.params(false));
 
   // codes: 6->7 0.25->0 0.75->2 1.25->2 1.75->4 2.5->4 3.5->6 5->6, negatives | 8,
   // 0.5->1 1.5->3 3->5 4->6 0.2519->1 5.5->7 -0->8 0->0.
@@ -171,7 +172,7 @@ TEST(IndexerQMxFp4Reference, AmaxSixTimesPowerOfTwoMapsToCodeSeven) {
   b.set_q(0, 0, 97, -0.1875f);  // -1.5 -> B
   b.set_q(0, 0, 98, 0.03125f);  // 0.25 -> 0
   b.set_q(0, 0, 99, 0.09375f);  // 0.75 -> 2
-  zerojit::dsv4::reference::indexer_q_mxfp4(b.params(false), b.shape());
+  zerojit::dsv4::reference::indexer_q_mxfp4(b.shape(), b.params(false));
 
   EXPECT_EQ(b.scale_byte(0, 0, 0), 1);  // all-zero block: amax floors at 6 * 2^-126
   EXPECT_EQ(b.scale_byte(0, 0, 1), 130);
@@ -194,7 +195,7 @@ TEST(IndexerQMxFp4Reference, Ue8m0ExponentsInBlockOrder) {
   b.set_q(0, 0, 40, 0.10009765625f);  // bf16(0.1) / 6 = 0.01668 -> 2^-5: E = 122
   b.set_q(0, 0, 64, 6.03125f);        // just above 6 -> 2^1: E = 128
   b.set_q(0, 0, 127, -448.0f);        // 74.67 -> 2^7: E = 134
-  zerojit::dsv4::reference::indexer_q_mxfp4(b.params(false), b.shape());
+  zerojit::dsv4::reference::indexer_q_mxfp4(b.shape(), b.params(false));
   EXPECT_EQ(b.scale_byte(0, 0, 0), 125);
   EXPECT_EQ(b.scale_byte(0, 0, 1), 122);
   EXPECT_EQ(b.scale_byte(0, 0, 2), 128);
@@ -216,7 +217,7 @@ TEST(IndexerQMxFp4Reference, WeightsAndRowPlacement) {
       b.weights[static_cast<std::size_t>(t * 3 + h)] = bf16(static_cast<float>(k + 1));
     }
   }
-  zerojit::dsv4::reference::indexer_q_mxfp4(b.params(false), b.shape());
+  zerojit::dsv4::reference::indexer_q_mxfp4(b.shape(), b.params(false));
   for (int t = 0; t < 2; ++t) {
     for (int h = 0; h < 3; ++h) {
       const int k = t * 3 + h;
@@ -239,7 +240,7 @@ TEST(IndexerQMxFp4Reference, RopeResultRoundsToBf16BeforeAmax) {
   b.set_angle(2, 1.0f, 0x1p-9f);
   b.set_q(0, 0, 64, 6.0f);    // e' = fma(6, 1, -(-0.25 * 2^-9)) = 6 + 2^-11 -> bf16 6.0
   b.set_q(0, 0, 65, -0.25f);  // o' = fma(6, 2^-9, -0.25) = -0.23828125 -> code 0x8
-  zerojit::dsv4::reference::indexer_q_mxfp4(b.params(false), b.shape());
+  zerojit::dsv4::reference::indexer_q_mxfp4(b.shape(), b.params(false));
   EXPECT_EQ(b.scale_byte(0, 0, 2), 127);
   EXPECT_EQ(b.packed(0, 0, 32), 0x87);
 }
@@ -265,7 +266,7 @@ TEST(IndexerQFp8Reference, CodesExponentsAndWeightFold) {
   b.weights[0] = bf16(2.0f);
   b.weights[1] = bf16(1.0f);
   b.weights[2] = bf16(-3.0f);
-  zerojit::dsv4::reference::indexer_q_fp8(b.params(true), b.shape());
+  zerojit::dsv4::reference::indexer_q_fp8(b.shape(), b.params(true));
 
   const unsigned char head0[8] = {0x7E, 0xB8, 0x01, 0x00, 0x80, 0x38, 0x3A, 0x79};
   for (int d = 0; d < 8; ++d) EXPECT_EQ(b.fp8(0, 0, d), head0[d]) << "dim " << d;
@@ -298,8 +299,8 @@ TEST(IndexerQFp8Reference, RopeQuarterTurnSwapsThePair) {
       b.set_q(t, 0, 126, 3.0f);
       b.set_q(t, 0, 127, -4.0f);
     }
-    zerojit::dsv4::reference::indexer_q_fp8(b.params(true, cos_sin_is_bf16),
-                                            b.shape(cos_sin_is_bf16));
+    zerojit::dsv4::reference::indexer_q_fp8(b.shape(cos_sin_is_bf16),
+                                            b.params(true, cos_sin_is_bf16));
     // Token 0 (position 3): (1, 2) -> (-2, 1); (-0.5, 0.25) -> (-0.25, -0.5); (3, -4) -> (4, 3).
     EXPECT_EQ(b.fp8(0, 0, 64), 0xC0);
     EXPECT_EQ(b.fp8(0, 0, 65), 0x38);
@@ -321,12 +322,12 @@ TEST(IndexerQFp8Reference, RopeQuarterTurnSwapsThePair) {
 TEST(IndexerQReference, RejectsShapesOutsideTheSpec) {
   IndexerQBuffers b(1, 1);
   EXPECT_THROW(
-      zerojit::dsv4::reference::indexer_q_fp8(b.params(true), IndexerQShape{96, 64, 1, false}),
+      zerojit::dsv4::reference::indexer_q_fp8(IndexerQKey{96, 64, 1, DType::f32}, b.params(true)),
       std::invalid_argument);  // 96 / 16 = 6 is not a power of two
-  EXPECT_THROW(
-      zerojit::dsv4::reference::indexer_q_mxfp4(b.params(false), IndexerQShape{128, 48, 1, false}),
-      std::invalid_argument);  // rope 48 is not a multiple of 32
-  EXPECT_THROW(zerojit::dsv4::reference::indexer_q_fp8(b.params(false), b.shape()),
+  EXPECT_THROW(zerojit::dsv4::reference::indexer_q_mxfp4(IndexerQKey{128, 48, 1, DType::f32},
+                                                         b.params(false)),
+               std::invalid_argument);  // rope 48 is not a multiple of 32
+  EXPECT_THROW(zerojit::dsv4::reference::indexer_q_fp8(b.shape(), b.params(false)),
                std::invalid_argument);  // q_fp8 is null
 }
 
