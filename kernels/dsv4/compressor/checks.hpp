@@ -8,7 +8,9 @@
 
 namespace zerojit::dsv4 {
 
-// The norm weight ([512] bf16 or f32), the cos/sin cache ([max_pos, 64] f32), a slot vector.
+// What plan checks of the norm weight and the cos/sin cache beyond check_head_and_rope, which
+// dispatch (always run first, by the base) applied to their dtypes and shapes: layout, alignment
+// and device. And a slot vector.
 void check_norm_weight(std::string_view kernel, const TensorDesc& weight, const TensorDesc& first);
 void check_cos_sin_f32(std::string_view kernel, const TensorDesc& cos_sin, const TensorDesc& first);
 void check_index_vector(std::string_view kernel, const TensorDesc& t, std::string_view argument,
