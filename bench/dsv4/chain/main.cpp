@@ -1,20 +1,24 @@
-// The DSv4 attention chain as a serving step runs it (docs/BENCHMARKS.md section 11): one
-// layer's attention-side calls, in the serving battery's order (kernels/dsv4/battery), timed
-// back to back with and without programmatic dependent launch (PDL).
+// The DSv4 attention chain as a serving step runs it (docs/BENCHMARKS.md section 11): the
+// attention-side calls, in the serving battery's order (kernels/dsv4/battery), timed back to
+// back with and without programmatic dependent launch (PDL), a layer and a whole step.
 //
 //   zerojit_bench_chain [--models flash,pro] [--repeat N] [--json PATH]
 //
 // For DSv4-Flash and DSv4-Pro with the default serving configuration, at decode steps of 1, 8
 // and 64 requests (one token each, contexts drawn in [1024, 32768)) and at one prefill chunk of
 // 2048 and of 8192 tokens (a fresh prompt), each layer kind's calls (sliding window, C4, C128;
-// the battery's BatteryWorkspace, one layer of each kind) are timed as:
+// the battery's BatteryWorkspace, layer 0 of each kind) are timed as:
 //  * alone: each kernel in a CUDA graph of its own, without PDL (its share of the chain);
 //  * graph: the layer's launches captured in one CUDA graph, replayed after an L2 flush, median
 //    of the repetitions; once launched without PDL, once with;
 //  * eager: the same launches on a stream (no graph) behind a GPU spin that hides the host's
 //    launch cost, after an L2 flush; without and with PDL.
-// A step's figure is each kind's chain times the number of decoder layers of that kind (Flash:
-// 2 sliding-window, 21 C4, 20 C128 = 43; Pro: 30 C4, 31 C128 = 61); the MTP layer is left out.
+// A step (Flash: 2 sliding-window, 21 C4, 20 C128 = 43 decoder layers; Pro: 30 C4, 31 C128 = 61;
+// the MTP layer is left out) is timed as a full-graph engine runs it: every decoder layer's calls
+// in the model's layer order, each layer on caches and compressor state of its own, captured in
+// one CUDA graph, replayed after an L2 flush (and eager, behind a spin), without and with PDL.
+// Between two layers the engine runs other kernels (attention, the MoE), which this chain
+// leaves out, so a layer's first kernel here overlaps the previous layer's last one.
 // Kernels compile at their first launch (outside every timed region).
 //
 // Exit codes: 0 = measured; 1 = an error; 77 = no CUDA device (nothing measured).
@@ -92,11 +96,34 @@ Launch chain_launch(const std::vector<KernelLaunch>& chain, bool pdl) {
   };
 }
 
+struct PdlPair {
+  double graph_us[2] = {0, 0};  // [without PDL, with PDL]
+  double eager_us[2] = {0, 0};
+};
+
+// Without and with PDL, in turns, twice: the figure of each is the lower median of the two
+// rounds (a shared host's noise only ever adds time).
+PdlPair time_with_and_without_pdl(Timer& timer, const std::vector<KernelLaunch>& chain,
+                                  int repetitions) {
+  PdlPair pair;
+  for (int round = 0; round < 2; ++round) {
+    for (const bool pdl : {false, true}) {
+      const Launch launches = chain_launch(chain, pdl);
+      const double graph = timer.measure_graph({launches}, repetitions).median_us;
+      const double eager = timer.measure({launches}, repetitions, true).median_us;
+      double& g = pair.graph_us[pdl ? 1 : 0];
+      double& e = pair.eager_us[pdl ? 1 : 0];
+      g = round == 0 ? graph : std::min(g, graph);
+      e = round == 0 ? eager : std::min(e, eager);
+    }
+  }
+  return pair;
+}
+
 struct ChainFigures {
   std::vector<std::string> kernels;
   std::vector<double> alone_us;
-  double graph_us[2] = {0, 0};  // [without PDL, with PDL]
-  double eager_us[2] = {0, 0};
+  PdlPair chain;
 };
 
 ChainFigures time_chain(Timer& timer, const std::vector<KernelLaunch>& chain, int repetitions) {
@@ -106,29 +133,74 @@ ChainFigures time_chain(Timer& timer, const std::vector<KernelLaunch>& chain, in
     const Launch alone = [&launch](cuda::Stream stream) { launch.run(stream, false); };
     figures.alone_us.push_back(timer.measure_graph({alone}, repetitions).median_us);
   }
-  // Without and with PDL, in turns, twice: the figure of each is the lower median of the two
-  // rounds (a shared host's noise only ever adds time).
-  for (int round = 0; round < 2; ++round) {
-    for (const bool pdl : {false, true}) {
-      const Launch layer = chain_launch(chain, pdl);
-      const double graph = timer.measure_graph({layer}, repetitions).median_us;
-      const double eager = timer.measure({layer}, repetitions, true).median_us;
-      double& g = figures.graph_us[pdl ? 1 : 0];
-      double& e = figures.eager_us[pdl ? 1 : 0];
-      g = round == 0 ? graph : std::min(g, graph);
-      e = round == 0 ? eager : std::min(e, eager);
+  figures.chain = time_with_and_without_pdl(timer, chain, repetitions);
+  return figures;
+}
+
+LayerKind layer_kind(int compress_ratio) {
+  return compress_ratio == 4     ? LayerKind::csa
+         : compress_ratio == 128 ? LayerKind::hca
+                                 : LayerKind::sliding_window;
+}
+
+// The launches of one layer: the calls of layer `index` of its kind.
+std::vector<KernelLaunch> layer_launches(const dsv4::AttentionKernels& kernels,
+                                         const std::vector<AttentionCall>& calls, LayerKind kind,
+                                         int index) {
+  std::vector<KernelLaunch> chain;
+  for (const AttentionCall& call : calls) {
+    if (call.layer != kind || call.layer_index != index) continue;
+    for (KernelLaunch& launch : kernel_launches(kernels, call)) chain.push_back(launch);
+  }
+  return chain;
+}
+
+// Every decoder layer's launches in the model's layer order, the n-th layer of a kind on that
+// kind's n-th set of caches.
+std::vector<KernelLaunch> step_launches(const dsv4::AttentionKernels& kernels,
+                                        const std::vector<AttentionCall>& calls,
+                                        const dsv4::ModelConfig& model) {
+  std::map<LayerKind, int> next_index;
+  std::vector<KernelLaunch> step;
+  for (const int ratio : model.compress_ratios) {
+    const LayerKind kind = layer_kind(ratio);
+    for (KernelLaunch& launch : layer_launches(kernels, calls, kind, next_index[kind]++)) {
+      step.push_back(launch);
     }
   }
-  return figures;
+  return step;
+}
+
+// One layer of a kind in a graph of its own, with and without PDL, and its kernels alone.
+nlohmann::json time_layer(Timer& timer, const std::vector<KernelLaunch>& chain, int repetitions,
+                          const std::string& row, LayerKind kind, int count) {
+  const ChainFigures f = time_chain(timer, chain, repetitions);
+  double alone_sum = 0;
+  for (const double t : f.alone_us) alone_sum += t;
+  const PdlPair& c = f.chain;
+  std::printf(
+      "%-18s %-14s x%2d  graph %8.2f -> %8.2f us (%.3fx)  eager %8.2f -> %8.2f us (%.3fx)  "
+      "kernels alone %8.2f us:",
+      row.c_str(), std::string(to_string(kind)).c_str(), count, c.graph_us[0], c.graph_us[1],
+      c.graph_us[0] / c.graph_us[1], c.eager_us[0], c.eager_us[1], c.eager_us[0] / c.eager_us[1],
+      alone_sum);
+  nlohmann::json shares = nlohmann::json::array();
+  for (std::size_t i = 0; i < f.kernels.size(); ++i) {
+    std::printf(" %s %.2f (%.0f %%)", f.kernels[i].c_str(), f.alone_us[i],
+                100.0 * f.alone_us[i] / alone_sum);
+    shares.push_back({{"kernel", f.kernels[i]}, {"alone_us", f.alone_us[i]}});
+  }
+  std::printf("\n");
+  return {{"layer", std::string(to_string(kind))},
+          {"layers", count},
+          {"graph_us", {c.graph_us[0], c.graph_us[1]}},
+          {"eager_us", {c.eager_us[0], c.eager_us[1]}},
+          {"kernels", shares}};
 }
 
 std::map<LayerKind, int> layer_counts(const dsv4::ModelConfig& model) {
   std::map<LayerKind, int> counts;
-  for (const int ratio : model.compress_ratios) {
-    counts[ratio == 4     ? LayerKind::csa
-           : ratio == 128 ? LayerKind::hca
-                          : LayerKind::sliding_window]++;
-  }
+  for (const int ratio : model.compress_ratios) counts[layer_kind(ratio)]++;
   return counts;
 }
 
@@ -164,60 +236,36 @@ int run(const std::vector<std::string>& models, int repetitions, const std::stri
     const std::map<LayerKind, int> counts = layer_counts(config.model);
     dsv4::BatteryOptions options;
     options.max_num_seqs = 128;
+    for (const auto& [kind, count] : counts) {
+      options.layers_per_kind = std::max(options.layers_per_kind, count);
+    }
     const auto memory = dsv4::make_device_battery_memory(0);
     dsv4::BatteryWorkspace workspace(kernels, options, *memory);
     for (const StepShape& shape : kShapes) {
       const std::vector<AttentionCall> calls = workspace.calls(make_step(shape));
-      double step_graph[2] = {0, 0}, step_eager[2] = {0, 0};
-      int layers = 0;
-      for (const LayerKind kind : {LayerKind::sliding_window, LayerKind::csa, LayerKind::hca}) {
-        std::vector<KernelLaunch> chain;
-        for (const AttentionCall& call : calls) {
-          if (call.layer != kind || call.layer_index != 0) continue;
-          for (KernelLaunch& launch : kernel_launches(kernels, call)) chain.push_back(launch);
-        }
-        const int count = counts.contains(kind) ? counts.at(kind) : 0;
-        layers += count;
-        if (chain.empty() || count == 0) continue;
-        const ChainFigures f = time_chain(timer, chain, repetitions);
-        double alone_sum = 0;
-        for (const double t : f.alone_us) alone_sum += t;
-        std::printf(
-            "%-5s %-12s %-14s x%2d  graph %8.2f -> %8.2f us (%.3fx)  eager %8.2f -> "
-            "%8.2f us (%.3fx)  kernels alone %8.2f us:",
-            model_name.c_str(), shape.name.c_str(), std::string(to_string(kind)).c_str(), count,
-            f.graph_us[0], f.graph_us[1], f.graph_us[0] / f.graph_us[1], f.eager_us[0],
-            f.eager_us[1], f.eager_us[0] / f.eager_us[1], alone_sum);
-        nlohmann::json shares = nlohmann::json::array();
-        for (std::size_t i = 0; i < f.kernels.size(); ++i) {
-          std::printf(" %s %.2f (%.0f %%)", f.kernels[i].c_str(), f.alone_us[i],
-                      100.0 * f.alone_us[i] / alone_sum);
-          shares.push_back({{"kernel", f.kernels[i]}, {"alone_us", f.alone_us[i]}});
-        }
-        std::printf("\n");
-        for (int p = 0; p < 2; ++p) {
-          step_graph[p] += count * f.graph_us[p];
-          step_eager[p] += count * f.eager_us[p];
-        }
-        records.push_back({{"model", model_name},
-                           {"shape", shape.name},
-                           {"layer", std::string(to_string(kind))},
-                           {"layers", count},
-                           {"graph_us", {f.graph_us[0], f.graph_us[1]}},
-                           {"eager_us", {f.eager_us[0], f.eager_us[1]}},
-                           {"kernels", shares}});
+      const std::string row = model_name + " " + shape.name;
+      for (const auto& [kind, count] : counts) {
+        const std::vector<KernelLaunch> chain = layer_launches(kernels, calls, kind, 0);
+        if (chain.empty()) continue;
+        nlohmann::json record = time_layer(timer, chain, repetitions, row, kind, count);
+        record["model"] = model_name;
+        record["shape"] = shape.name;
+        records.push_back(std::move(record));
       }
+      const int layers = static_cast<int>(config.model.compress_ratios.size());
+      const PdlPair step = time_with_and_without_pdl(
+          timer, step_launches(kernels, calls, config.model), repetitions);
       std::printf(
-          "%-5s %-12s step of %d layers: graph %9.1f -> %9.1f us (%.3fx, %.2f -> %.2f "
-          "us a layer)  eager %9.1f -> %9.1f us (%.3fx)\n",
-          model_name.c_str(), shape.name.c_str(), layers, step_graph[0], step_graph[1],
-          step_graph[0] / step_graph[1], step_graph[0] / layers, step_graph[1] / layers,
-          step_eager[0], step_eager[1], step_eager[0] / step_eager[1]);
+          "%-18s step of %d layers, one graph: %9.1f -> %9.1f us (%.3fx, %.2f -> %.2f us a "
+          "layer)  eager %9.1f -> %9.1f us (%.3fx)\n",
+          row.c_str(), layers, step.graph_us[0], step.graph_us[1],
+          step.graph_us[0] / step.graph_us[1], step.graph_us[0] / layers, step.graph_us[1] / layers,
+          step.eager_us[0], step.eager_us[1], step.eager_us[0] / step.eager_us[1]);
       records.push_back({{"model", model_name},
                          {"shape", shape.name},
                          {"step_layers", layers},
-                         {"step_graph_us", {step_graph[0], step_graph[1]}},
-                         {"step_eager_us", {step_eager[0], step_eager[1]}}});
+                         {"step_graph_us", {step.graph_us[0], step.graph_us[1]}},
+                         {"step_eager_us", {step.eager_us[0], step.eager_us[1]}}});
     }
   }
   if (!json_path.empty()) std::ofstream(json_path) << records.dump(2) << "\n";
