@@ -316,7 +316,8 @@ def compress_norm_rope_store(
     ``k_cache_metadata`` is an object with a ``slot_mapping`` attribute (the compressed-cache
     slots), or that tensor itself. ``pdl_kwargs`` is vLLM's launch options for the Triton path:
     ``{"launch_pdl": True}`` launches the kernels with programmatic dependent launch (each waits
-    for the kernel before it in the stream before it reads what that kernel writes; docs/DESIGN.md,
+    for the kernel before it in the stream before it reads what that kernel writes, and the
+    step's metadata must be complete before the step's first launch with PDL; docs/DESIGN.md,
     "Programmatic dependent launch"), anything else without. The shape arguments must be the DSv4
     values the kernels are built for.
     """

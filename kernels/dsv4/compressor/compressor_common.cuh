@@ -25,14 +25,17 @@ struct U32x4 {
 
 // The state rows are read exactly once per launch: keep them out of L1 and ask L2 for the
 // whole 256-byte sector group, since each half-warp / quarter-CTA streams a contiguous 256 B+.
+// A coherent load, not .nc: the kernel before writes the rows, and ptxas may move a
+// non-coherent load above the grid-dependency wait (zerojit/device/grid_dependency.cuh).
 __device__ __forceinline__ Float4 load_streaming_float4(const float* address) {
   Float4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.f32 {%0, %1, %2, %3}, [%4];"
+  asm volatile("ld.global.L1::no_allocate.L2::256B.v4.f32 {%0, %1, %2, %3}, [%4];"
                : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
                : "l"(address));
   return v;
 }
 
+// Constants (the norm weights): the read-only path.
 __device__ __forceinline__ U32x4 load_u32x4(const void* address) {
   U32x4 v;
   asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"

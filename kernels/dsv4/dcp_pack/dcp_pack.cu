@@ -24,8 +24,8 @@
 // and one logit per valid (>= 0) index at column clamp(l + row_start, 0, max(N - 1, 0)).
 //
 // All offsets are 64-bit: decode logits of R x ~1M columns exceed 2^31 elements.
-// Programmatic dependent launch: row_starts is read before the grid-dependency wait, the
-// indices and logits after it (zerojit/device/grid_dependency.cuh).
+// Programmatic dependent launch: every read comes after the grid-dependency wait
+// (zerojit/device/grid_dependency.cuh; see the row start's load for why).
 #include "dsv4/dcp_pack/dcp_pack_params.h"
 #include "zerojit/device/grid_dependency.cuh"
 #include "zerojit/device/numerics.cuh"
@@ -62,7 +62,7 @@ __device__ __forceinline__ PackedCandidate pack_candidate(const u32* logits_row,
   long long col = static_cast<long long>(local_index) + row_start;
   col = col < last_col ? col : last_col;
   col = col > 0 ? col : 0;
-  asm volatile("ld.global.nc.u32 %0, [%1];"
+  asm volatile("ld.global.u32 %0, [%1];"
                : "=r"(candidate.score_bits)
                : "l"(logits_row + col * logits_stride_col));
 
@@ -78,11 +78,12 @@ __device__ __forceinline__ PackedCandidate pack_candidate(const u32* logits_row,
   return candidate;
 }
 
-// One int, read-only. Volatile asm, not __ldg: the compiler may move a read-only intrinsic
-// above the kernel's grid-dependency wait.
+// One int. Volatile asm, and coherent (not __ldg or .nc): the compiler may move a read-only
+// intrinsic, and ptxas a non-coherent load, above the kernel's grid-dependency wait, and the
+// indices and logits are what the kernels before write.
 __device__ __forceinline__ int load_int(const int* address) {
   int value;
-  asm volatile("ld.global.nc.s32 %0, [%1];" : "=r"(value) : "l"(address));
+  asm volatile("ld.global.s32 %0, [%1];" : "=r"(value) : "l"(address));
   return value;
 }
 
@@ -102,9 +103,9 @@ __global__ void __launch_bounds__(kDcpPackThreadsPerBlock)
   using dcp_pack_detail::pack_candidate;
   using dcp_pack_detail::PackedCandidate;
 
-  // Programmatic dependent launch: the row start (step metadata) is read before the wait, the
-  // top-k indices and logits (the kernels before produce them) after it; a thread that leaves
-  // early still waits (GridDependency's destructor).
+  // Programmatic dependent launch: the dependents released first thing, the top-k indices and
+  // logits (the kernels before produce them) read after the wait; a thread that leaves early
+  // still waits (GridDependency's destructor).
   GridDependency dependency;
   const long long row = blockIdx.x;
   if (row >= params.num_rows) return;
@@ -113,18 +114,15 @@ __global__ void __launch_bounds__(kDcpPackThreadsPerBlock)
   if (col0 >= TopK) return;
   const bool has_second = col0 + 1 < TopK;
 
-  long long row_start = 0;
-  if constexpr (HasRowStarts) row_start = dcp_pack_detail::load_int(params.row_starts + row);
   dependency.wait();
 
   // Both indices are loaded first, so the two logit gathers that depend on them are
-  // independent and overlap. Volatile asm, not __ldg: the compiler may hoist a read-only
-  // intrinsic above the wait.
+  // independent and overlap. Volatile, coherent loads (see load_int).
   const int* index_row = params.topk_indices + row * params.topk_indices_stride_row;
   int index0;
   int index1 = -1;
   if (has_second && params.topk_indices_stride_col == 1 && is_aligned(index_row + col0, 8)) {
-    asm volatile("ld.global.nc.v2.s32 {%0, %1}, [%2];"
+    asm volatile("ld.global.v2.s32 {%0, %1}, [%2];"
                  : "=r"(index0), "=r"(index1)
                  : "l"(index_row + col0));
   } else {
@@ -133,6 +131,12 @@ __global__ void __launch_bounds__(kDcpPackThreadsPerBlock)
       index1 = dcp_pack_detail::load_int(index_row + (col0 + 1) * params.topk_indices_stride_col);
     }
   }
+  // The row start is step metadata and could be read before the wait, but there its load came
+  // first and its use stalled the thread before the index loads were issued: one more memory
+  // latency a CTA (the serving-size pack 2.5 % slower, docs/BENCHMARKS.md section 11). Issued
+  // after them, the three loads overlap.
+  long long row_start = 0;
+  if constexpr (HasRowStarts) row_start = dcp_pack_detail::load_int(params.row_starts + row);
   const long long last_col = params.num_cols > 0 ? params.num_cols - 1 : 0;
   const u32* logits_row =
       reinterpret_cast<const u32*>(params.logits) + row * params.logits_stride_row;

@@ -82,17 +82,27 @@ __device__ __forceinline__ Placement place_thread(long long num_tokens) {
 
 // The loads are volatile asm so that the compiler keeps them in program order after the grid
 // dependency wait (zerojit/device/grid_dependency.cuh): a non-volatile asm with no memory
-// operand may be hoisted above it, and Q is what the kernel before may still be writing.
+// operand may be hoisted above it, and Q is what the kernel before may still be writing. Q's
+// loads are coherent, not .nc: ptxas moved a non-coherent Q load above the wait once the
+// dependents were released first thing (the PDL tests read poison), since .nc declares the
+// data read-only for the whole kernel.
 
-// Q is read exactly once: bypass L1 (the non-coherent path is safe, nothing writes it here).
+// Q is read exactly once: bypass L1.
 __device__ __forceinline__ void load_streaming_16b(const void* address, u32 (&words)[4]) {
-  asm volatile("ld.global.nc.L1::no_allocate.v4.b32 {%0, %1, %2, %3}, [%4];"
+  asm volatile("ld.global.L1::no_allocate.v4.b32 {%0, %1, %2, %3}, [%4];"
                : "=r"(words[0]), "=r"(words[1]), "=r"(words[2]), "=r"(words[3])
                : "l"(address));
 }
 
-// cos/sin rows are shared by every head of a token and many threads: keep them cacheable. Q
-// comes this way too with RowLayout::split_halves (see RowLayout).
+// Q with RowLayout::split_halves (see RowLayout): cacheable, coherent.
+__device__ __forceinline__ void load_cached_16b(const void* address, u32 (&words)[4]) {
+  asm volatile("ld.global.v4.b32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(words[0]), "=r"(words[1]), "=r"(words[2]), "=r"(words[3])
+               : "l"(address));
+}
+
+// cos/sin rows (constants) are shared by every head of a token and many threads: the read-only
+// path, cacheable.
 __device__ __forceinline__ void load_readonly_16b(const void* address, u32 (&words)[4]) {
   asm volatile("ld.global.nc.v4.b32 {%0, %1, %2, %3}, [%4];"
                : "=r"(words[0]), "=r"(words[1]), "=r"(words[2]), "=r"(words[3])
@@ -250,8 +260,8 @@ __device__ __forceinline__ void load_q_pieces(const unsigned short* q, long long
   u32 second[4] = {0u, 0u, 0u, 0u};
   if (active) {
     const unsigned short* row_base = q + row * G::kHeadDim;
-    load_readonly_16b(row_base + piece_start<G>(0, lane), first);
-    load_readonly_16b(row_base + piece_start<G>(1, lane), second);
+    load_cached_16b(row_base + piece_start<G>(0, lane), first);
+    load_cached_16b(row_base + piece_start<G>(1, lane), second);
   }
 #pragma unroll
   for (int k = 0; k < 4; ++k) {

@@ -36,10 +36,11 @@ __global__ void __launch_bounds__(kIndexerQThreadsPerBlock)
   static_assert(Coarsen <= 8 && Coarsen <= G::kLanesPerRow,
                 "indexer-Q FP8: coarsen must be <= 8 and <= head_dim / 16");
 
+  // Programmatic dependent launch: the dependents released first thing, the position read
+  // before the wait, Q and the weights (the kernel before writes them) after it.
+  GridDependency dependency;
   indexer_q_detail::Placement at = indexer_q_detail::place_thread<G>(params.num_tokens);
   indexer_q_detail::load_position<G>(params, at);
-  // Programmatic dependent launch: Q and the weights come from the kernel before.
-  GridDependency dependency;
   dependency.wait();
 
   // The weight load is independent of Q: issue it first so its latency overlaps.

@@ -40,10 +40,11 @@ __global__ void __launch_bounds__(kIndexerQThreadsPerBlock)
       "indexer-Q MXFP4: rope_dim and head_dim - rope_dim must be multiples of 32");
   constexpr int kLanesPerBlock = kIndexerQMxFp4BlockSize / kIndexerQElementsPerThread;
 
+  // Programmatic dependent launch: the dependents released first thing, the position read
+  // before the wait, Q and the weights (the kernel before writes them) after it.
+  GridDependency dependency;
   indexer_q_detail::Placement at = indexer_q_detail::place_thread<G>(params.num_tokens);
   indexer_q_detail::load_position<G>(params, at);
-  // Programmatic dependent launch: Q and the weights come from the kernel before.
-  GridDependency dependency;
   dependency.wait();
 
   // The weights do not depend on Q: thread g of the grid owns flat entries g, g + grid threads,

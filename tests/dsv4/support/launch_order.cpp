@@ -47,6 +47,12 @@ __global__ void producer_kernel(const __grid_constant__ ProducerParams params) {
     }
   }
 }
+// The relay: nothing to do, and the protocol of zerojit/device/grid_dependency.cuh (releases its
+// dependents first thing, waits for the producer on its way out).
+__global__ void relay_kernel(int) {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+}
 }  // namespace zj::testing
 )";
 constexpr EmbeddedFile kProducerFiles[] = {{"tests/pdl_producer.cu", kProducerSource}};
@@ -62,23 +68,23 @@ struct ProducerParams {
   long long spin_cycles;
 };
 
+// One kernel owner for both test kernels: the key names the entry point.
 struct ProducerKey {
-  int version = 1;
-  static constexpr auto fields() { return std::tuple{field("version", &ProducerKey::version)}; }
+  bool relay = false;
+  static constexpr auto fields() { return std::tuple{field("relay", &ProducerKey::relay)}; }
   auto operator<=>(const ProducerKey&) const = default;
 };
 struct ProducerDescriptors {
-  int version = 1;
-  static constexpr auto fields() {
-    return std::tuple{field("version", &ProducerDescriptors::version)};
-  }
+  bool relay = false;
+  static constexpr auto fields() { return std::tuple{field("relay", &ProducerDescriptors::relay)}; }
 };
 
 class ProducerKernel final : public JitKernel<ProducerKernel, ProducerKey, ProducerDescriptors> {
  public:
-  ProducerKey dispatch(const ProducerDescriptors& d) const override { return {d.version}; }
+  ProducerKey dispatch(const ProducerDescriptors& d) const override { return {d.relay}; }
   Program program(const ProducerKey& key) const override {
-    return make_program(key, "tests/pdl_producer.cu", "zj::testing::producer_kernel");
+    return make_program(key, "tests/pdl_producer.cu",
+                        key.relay ? "zj::testing::relay_kernel" : "zj::testing::producer_kernel");
   }
 
  private:
@@ -90,6 +96,19 @@ class ProducerKernel final : public JitKernel<ProducerKernel, ProducerKey, Produ
   }
 };
 
+// A small grid, launched with PDL: it starts as soon as the producer has released it.
+void launch_relay(cuda::Stream stream) {
+  ProducerKernel& kernel = ProducerKernel::instance();
+  const ProducerDescriptors descriptors{.relay = true};
+  LaunchSpec<ProducerKey> spec;
+  spec.key = kernel.dispatch(descriptors);
+  spec.geometry.grid.x = 4;
+  spec.geometry.block.x = 32;
+  spec.geometry.attributes.programmatic_serialization = true;
+  spec.args.push(0);
+  kernel.launch(spec, LaunchTarget{zerojit::testing::current_device(), stream}, &descriptors);
+}
+
 }  // namespace
 
 std::string_view to_string(LaunchOrder order) {
@@ -100,6 +119,8 @@ std::string_view to_string(LaunchOrder order) {
       return "after a producer, without PDL";
     case LaunchOrder::pdl_after_producer:
       return "after a producer, with PDL";
+    case LaunchOrder::pdl_after_relay:
+      return "after a producer and a relay, with PDL";
   }
   return "?";
 }
@@ -129,7 +150,7 @@ void Producer::run(LaunchOrder order, const std::function<void(cuda::Stream, boo
   }
   if (copies_.empty() || copies_.front().staging == nullptr) {  // a dry run: host memory
     for (Copy& copy : copies_) std::memcpy(copy.destination, copy.host.data(), copy.bytes);
-    launch(nullptr, order == LaunchOrder::pdl_after_producer);
+    launch(nullptr, order != LaunchOrder::after_producer);
     return;
   }
   zerojit::testing::synchronize();  // the uploads and the poison are in place
@@ -149,7 +170,8 @@ void Producer::run(LaunchOrder order, const std::function<void(cuda::Stream, boo
   spec.args.push(params);
   producer.launch(spec, LaunchTarget{zerojit::testing::current_device(), stream.get()},
                   &descriptors);
-  launch(stream.get(), order == LaunchOrder::pdl_after_producer);
+  if (order == LaunchOrder::pdl_after_relay) launch_relay(stream.get());
+  launch(stream.get(), order != LaunchOrder::after_producer);
   stream.synchronize();
 }
 

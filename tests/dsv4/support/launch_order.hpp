@@ -7,6 +7,10 @@
 // the inputs it was given (until then they hold 0xFF poison): with PDL the kernel under test
 // starts while the producer spins, so a kernel that read one of those inputs before its
 // grid-dependency wait, or wrote anything before it, would read poison or race the producer.
+// With a relay between them (a kernel that keeps the protocol of zerojit/device/
+// grid_dependency.cuh: releases first, waits on its way out) the kernel under test starts while
+// the producer spins, two kernels back: its wait must then hold until the producer, not only
+// the relay's start, is done, which is what the DSv4 kernels' early release relies on.
 #pragma once
 
 #include <cstdint>
@@ -24,12 +28,14 @@ enum class LaunchOrder {
   alone,               // the null stream, no producer, no PDL
   after_producer,      // behind the producer on a stream, launched without PDL
   pdl_after_producer,  // behind the producer on a stream, launched with PDL
+  pdl_after_relay,     // behind the producer and a relay kernel, all three launched with PDL
 };
 
 std::string_view to_string(LaunchOrder order);
 
 inline constexpr LaunchOrder kLaunchOrders[] = {LaunchOrder::alone, LaunchOrder::after_producer,
-                                                LaunchOrder::pdl_after_producer};
+                                                LaunchOrder::pdl_after_producer,
+                                                LaunchOrder::pdl_after_relay};
 
 // The inputs the producer writes, and the launch behind it.
 class Producer {
@@ -38,9 +44,9 @@ class Producer {
   // the producer, and poisons them now. In a dry run (host memory) the "producer" is a memcpy.
   void add(void* destination, const std::uint8_t* source, std::size_t bytes, bool device);
 
-  // alone: launch(nullptr, false). Otherwise, on a fresh stream: the producer, then
-  // launch(stream, pdl) with pdl set for pdl_after_producer, and a wait for the stream. (The
-  // caller waits for the device, as after any launch.)
+  // alone: launch(nullptr, false). Otherwise, on a fresh stream: the producer (and the relay,
+  // for pdl_after_relay), then launch(stream, pdl) with pdl set for the PDL orders, and a wait
+  // for the stream. (The caller waits for the device, as after any launch.)
   void run(LaunchOrder order, const std::function<void(cuda::Stream, bool)>& launch);
 
  private:
