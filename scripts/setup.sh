@@ -41,10 +41,16 @@ python3 -c 'import numpy' 2>/dev/null || python3 -m pip install -q --root-user-a
 # saying so.
 test_env="$build/python-test-env"
 requirements="$root/python/tests/requirements.txt"
+# Two tries: a download that arrives damaged (pip then reports a hash mismatch) is gone on the
+# next one.
+install_test_env() {
+  python3 -m venv --clear "$test_env" &&
+    "$test_env/bin/python" -m pip install -q --disable-pip-version-check -r "$requirements"
+}
 if ! cmp -s "$requirements" "$test_env/requirements.txt" 2>/dev/null; then
   echo "zerojit setup: installing the Python test environment in $test_env" >&2
-  if python3 -m venv --clear "$test_env" &&
-    "$test_env/bin/python" -m pip install -q --disable-pip-version-check -r "$requirements"; then
+  if install_test_env ||
+    { echo "zerojit setup: trying the install once more" >&2 && install_test_env; }; then
     cp "$requirements" "$test_env/requirements.txt"
   else
     echo "zerojit setup: warning: the Python test environment could not be made; the Triton" \
