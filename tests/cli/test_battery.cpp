@@ -4,6 +4,7 @@
 // `zerojit run` on a GPU never reads or writes out of range.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -264,6 +265,26 @@ TEST(Dsv4Battery, SameSeedSameSteps) {
     differs = differs || x.summary() != z.summary();
   }
   EXPECT_TRUE(differs);
+}
+
+TEST(Dsv4Battery, EachCompressRatioHasItsLayerKind) {
+  EXPECT_EQ(layer_kind(0), LayerKind::sliding_window);
+  EXPECT_EQ(layer_kind(4), LayerKind::csa);
+  EXPECT_EQ(layer_kind(128), LayerKind::hca);
+  try {
+    layer_kind(8);
+    ADD_FAILURE() << "compress ratio 8 was given a layer kind";
+  } catch (const ConfigError& error) {
+    EXPECT_NE(std::string(error.what()).find("compress ratio 8"), std::string::npos)
+        << error.what();
+  }
+  // Every decoder layer of both models has a kind, and the kinds are those layer_kinds lists.
+  for (const ModelConfig& model : {dsv4_flash(), dsv4_pro()}) {
+    const std::vector<LayerKind> kinds = layer_kinds(model);
+    for (const int ratio : model.compress_ratios) {
+      EXPECT_NE(std::find(kinds.begin(), kinds.end(), layer_kind(ratio)), kinds.end());
+    }
+  }
 }
 
 }  // namespace

@@ -137,12 +137,6 @@ ChainFigures time_chain(Timer& timer, const std::vector<KernelLaunch>& chain, in
   return figures;
 }
 
-LayerKind layer_kind(int compress_ratio) {
-  return compress_ratio == 4     ? LayerKind::csa
-         : compress_ratio == 128 ? LayerKind::hca
-                                 : LayerKind::sliding_window;
-}
-
 // The launches of one layer: the calls of layer `index` of its kind.
 std::vector<KernelLaunch> layer_launches(const dsv4::AttentionKernels& kernels,
                                          const std::vector<AttentionCall>& calls, LayerKind kind,
@@ -163,7 +157,7 @@ std::vector<KernelLaunch> step_launches(const dsv4::AttentionKernels& kernels,
   std::map<LayerKind, int> next_index;
   std::vector<KernelLaunch> step;
   for (const int ratio : model.compress_ratios) {
-    const LayerKind kind = layer_kind(ratio);
+    const LayerKind kind = dsv4::layer_kind(ratio);
     for (KernelLaunch& launch : layer_launches(kernels, calls, kind, next_index[kind]++)) {
       step.push_back(launch);
     }
@@ -200,7 +194,7 @@ nlohmann::json time_layer(Timer& timer, const std::vector<KernelLaunch>& chain, 
 
 std::map<LayerKind, int> layer_counts(const dsv4::ModelConfig& model) {
   std::map<LayerKind, int> counts;
-  for (const int ratio : model.compress_ratios) counts[layer_kind(ratio)]++;
+  for (const int ratio : model.compress_ratios) counts[dsv4::layer_kind(ratio)]++;
   return counts;
 }
 

@@ -94,6 +94,8 @@ class StepGenerator {
 // The kinds of attention layer, by compress ratio.
 enum class LayerKind { sliding_window, csa, hca };  // ratio 0, 4, 128
 std::string_view to_string(LayerKind kind);
+// The kind of a layer of this compress ratio. Throws ConfigError for another ratio.
+LayerKind layer_kind(int compress_ratio);
 // The kinds the model has among its decoder and MTP layers, in the order above.
 std::vector<LayerKind> layer_kinds(const ModelConfig& model);
 

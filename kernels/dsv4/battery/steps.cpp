@@ -160,6 +160,18 @@ std::string_view to_string(LayerKind kind) {
   return "?";
 }
 
+LayerKind layer_kind(int compress_ratio) {
+  switch (compress_ratio) {
+    case kSlidingWindowOnlyRatio:
+      return LayerKind::sliding_window;
+    case kCsaCompressRatio:
+      return LayerKind::csa;
+    case kHcaCompressRatio:
+      return LayerKind::hca;
+  }
+  throw ConfigError("battery: no layer kind has compress ratio " + std::to_string(compress_ratio));
+}
+
 std::vector<LayerKind> layer_kinds(const ModelConfig& model) {
   std::vector<LayerKind> kinds;
   if (has_compress_ratio(model, kSlidingWindowOnlyRatio))

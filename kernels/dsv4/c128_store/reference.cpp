@@ -24,6 +24,12 @@ bool c128_store_token(const Params& params, long long token, long long& position
   return slot >= 0 && position >= 0 && (position + 1) % zj::dsv4::kC128Ratio == 0 && kv_slot >= 0;
 }
 
+// The cos/sin row of a boundary token: its compressed position, p - 127 = (p / 128) * 128.
+template <typename Params>
+const float* c128_cos_sin_row(const Params& params, long long position) {
+  return params.cos_sin_cache + (position - (zj::dsv4::kC128Ratio - 1)) * params.cos_sin_stride;
+}
+
 }  // namespace
 
 std::vector<long long> c128_store(const C128StoreKey& key,
@@ -42,10 +48,8 @@ std::vector<long long> c128_store(const C128StoreKey& key,
     if (!c128_store_token(params, t, position, kv_slot)) continue;
     rms_norm_row(params.compressed_kv + t * kHead, params.rms_norm_weight,
                  norm_weight_type(key.norm_weight_dtype), params.eps, y.data());
-    const float* cos_sin_row =
-        params.cos_sin_cache + (position - (zj::dsv4::kC128Ratio - 1)) * params.cos_sin_stride;
-    store_ds_mla_row(y.data(), cos_sin_row, params.k_cache, key.kv_block_stride,
-                     key.kv_cache_block_size, kv_slot);
+    store_ds_mla_row(y.data(), c128_cos_sin_row(params, position), params.k_cache,
+                     key.kv_block_stride, key.kv_cache_block_size, kv_slot);
     written.push_back(kv_slot);
   }
   return written;
@@ -65,12 +69,9 @@ std::vector<long long> c128_store_full(const C128StoreFullKey& key,
     if (!c128_store_token(params, t, position, kv_slot)) continue;
     rms_norm_row(params.compressed_kv + t * kHead, params.rms_norm_weight,
                  norm_weight_type(key.norm_weight_dtype), params.eps, y.data());
-    const float* cos_sin_row = params.cos_sin_cache + (position / zj::dsv4::kC128Ratio) *
-                                                          zj::dsv4::kC128Ratio *
-                                                          params.cos_sin_stride;
-    store_full_row(y.data(), cos_sin_row, params.k_cache, params.kv_block_stride_bytes,
-                   params.kv_row_stride_bytes, params.kv_cache_block_size, kv_slot,
-                   key.store_full_fp8, fp8_scale);
+    store_full_row(y.data(), c128_cos_sin_row(params, position), params.k_cache,
+                   params.kv_block_stride_bytes, params.kv_row_stride_bytes,
+                   params.kv_cache_block_size, kv_slot, key.store_full_fp8, fp8_scale);
     written.push_back(kv_slot);
   }
   return written;
