@@ -60,6 +60,26 @@ for file in "$@"; do
           if (v[1] * 1000 + v[2] > floor) print $NF " (" substr($0, RSTART, RLENGTH) ")"
         }' | sort -u)
       what="needs glibc versions above $floor"
+      # The C++ runtime: linked statically into everything zerojit ships (the tool, the module,
+      # the test binaries), so none may ask the system's libstdc++ for anything. The one
+      # exception is a shared core (ZEROJIT_SHARED), whose C++ API shares the consumer's
+      # runtime: it needs its compiler's libstdc++, which is said here and in
+      # docs/CONSUMING.md.
+      cxx=$(objdump -T "$file" | grep -oE '(GLIBCXX|CXXABI)_[0-9.]+' | sort -uV || true)
+      if [ -n "$cxx" ]; then
+        case "$(basename "$file")" in
+          libzerojit.so*)
+            echo "note $file needs the C++ runtime of its compiler: $(tail -n 1 <<<"$cxx" |
+              sed 's/^/up to /') (docs/CONSUMING.md, ZEROJIT_SHARED)"
+            ;;
+          *)
+            runtime=$(tr '\n' ' ' <<<"$cxx")
+            bad+=$'\n'"the system's C++ runtime: ${runtime}(link it statically: zerojit_portable_link)"
+            what="needs glibc versions above $floor or the system's libstdc++"
+            ;;
+        esac
+      fi
+      bad=$(sed '/^$/d' <<<"$bad")
       ;;
   esac
   if [ -n "$bad" ]; then

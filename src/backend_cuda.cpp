@@ -1,36 +1,28 @@
 // The CUDA driver implementation of Backend.
 #include <string>
 
-#include <map>
-#include <mutex>
-
 #include "zerojit/backend.hpp"
-#include "zerojit/cutedsl_runtime.hpp"
 #include "zerojit/error.hpp"
-#include "zerojit/launch_record.hpp"
 
 namespace zerojit {
 namespace {
 
 constexpr std::uint32_t kDefaultSharedLimit = 48 * 1024;
 
-// What a Triton compiler fixed (launch_record.hpp) onto the loaded function, with the function
-// attributes the launch will need set now, at load time, never on the hot path.
-void apply_launch_record(const CompiledArtifact& artifact, LoadedFunction& loaded) {
-  const LaunchRecord record = decode_launch_record(artifact.launch_record, artifact.kernel_name);
-  adopt_launch_record(record, artifact.kernel_name + " [" + artifact.key_text + "]", loaded);
+// The function attributes what its compiler fixed (the launch record) needs, set at load time,
+// never on the hot path.
+void set_recorded_attributes(const LoadedFunction& loaded, const std::string& kernel) {
   const cuda::DriverApi& api = cuda::driver();
-  if (record.shared_bytes > kDefaultSharedLimit) {
+  if (loaded.shared_bytes > kDefaultSharedLimit) {
     cuda::check(
         api.cuFuncSetAttribute(loaded.function, cuda::kFuncAttributeMaxDynamicSharedSizeBytes,
-                               static_cast<int>(record.shared_bytes)),
-        "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES) for " + artifact.kernel_name);
+                               static_cast<int>(loaded.shared_bytes)),
+        "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES) for " + kernel);
   }
-  if (record.cluster_ctas > 8) {  // past the portable cluster size
-    cuda::check(
-        api.cuFuncSetAttribute(loaded.function, cuda::kFuncAttributeNonPortableClusterSizeAllowed,
-                               1),
-        "cuFuncSetAttribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED) for " + artifact.kernel_name);
+  if (loaded.attributes.cluster.x > 8) {  // past the portable cluster size
+    cuda::check(api.cuFuncSetAttribute(loaded.function,
+                                       cuda::kFuncAttributeNonPortableClusterSizeAllowed, 1),
+                "cuFuncSetAttribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED) for " + kernel);
   }
 }
 
@@ -81,12 +73,18 @@ class CudaBackend final : public Backend {
 
   LoadedFunction load(const CompiledArtifact& artifact, std::string_view lowered_name,
                       int device) override {
-    if (artifact.language == Language::cutedsl)
-      return load_host_object(artifact, lowered_name, device);
-    const cuda::DriverApi& api = cuda::driver();
     const cuda::ScopedDevice scope(device);  // the caller's thread keeps its context
     LoadedFunction loaded;
     loaded.device = device;
+    const EntryKind& kind = entry_kind(artifact.language);
+    if (kind.image == ImageForm::host_object) {
+      // Its runtime loads the object's CUDA library and module (with this context current).
+      loaded.function =
+          reinterpret_cast<cuda::Function>(kind.host_runtime()->load(artifact, lowered_name));
+      adopt_entry_kind(artifact, loaded);
+      return loaded;
+    }
+    const cuda::DriverApi& api = cuda::driver();
     cuda::check(api.cuModuleLoadData(&loaded.module, artifact.cubin.data()),
                 "cuModuleLoadData(" + artifact.kernel_name + ")");
     const std::string name(lowered_name);
@@ -104,44 +102,12 @@ class CudaBackend final : public Backend {
         ++loaded.param_count;
       }
     }
-    if (artifact.language == Language::triton) apply_launch_record(artifact, loaded);
+    adopt_entry_kind(artifact, loaded);
+    if (loaded.form == LaunchForm::recorded) set_recorded_attributes(loaded, artifact.kernel_name);
     return loaded;
   }
 
   bool is_capturing(cuda::Stream stream) override { return cuda::stream_is_capturing(stream); }
-
-  void run_host(const LoadedFunction& function, void** args, std::size_t count) override {
-    cutedsl::check(cutedsl::runtime().run(reinterpret_cast<void*>(function.function), args, count),
-                   "CuteDSLRT_Function_Run");
-  }
-
-  // A CuTeDSL entry: its host object loaded by the CuTeDSL runtime, which loads the object's CUDA
-  // library as it does (the first load of an identity), its entry function resolved, which
-  // loads the CUDA module (CuteDSLRT_Module_Get_Function), with the device's context current.
-  // One module per identity for the process, shared by the devices.
-  LoadedFunction load_host_object(const CompiledArtifact& artifact, std::string_view entry,
-                                  int device) {
-    const cutedsl::RuntimeApi& runtime = cutedsl::runtime();
-    const cuda::ScopedDevice scope(device);
-    const std::string what = "kernel " + artifact.kernel_name + " [" + artifact.key_text + "]";
-    std::lock_guard lock(host_objects_mutex_);
-    void*& module = host_modules_[artifact.identity];
-    if (module == nullptr) {
-      cutedsl::check(runtime.create_module(
-                         &module, reinterpret_cast<const unsigned char*>(artifact.cubin.data()),
-                         artifact.cubin.size(), nullptr, 0),
-                     "loading the host object of " + what);
-    }
-    void* function = nullptr;
-    const std::string prefix(entry);
-    cutedsl::check(runtime.get_function(&function, module, prefix.c_str()),
-                   "resolving " + prefix + " of " + what);
-    LoadedFunction loaded;
-    loaded.function = reinterpret_cast<cuda::Function>(function);
-    loaded.module = reinterpret_cast<cuda::Module>(module);
-    loaded.device = device;
-    return loaded;
-  }
 
   void launch(const LoadedFunction& function, const LaunchGeometry& geometry,
               const KernelArgs& args, cuda::Stream stream) override {
@@ -167,10 +133,6 @@ class CudaBackend final : public Backend {
                            geometry.shared_bytes, stream, pointers.data(), nullptr);
     if (result != cuda::kSuccess) cuda::check(result, "cuLaunchKernel");
   }
-
- private:
-  std::mutex host_objects_mutex_;
-  std::map<ProgramIdentity, void*> host_modules_;  // loaded for the life of the process
 };
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "zerojit/cache_entry.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <utility>
@@ -10,12 +11,12 @@
 namespace zerojit {
 namespace {
 
-// Fixed header: magic, layout version, format version, total length, identity (two words).
-constexpr std::size_t kHeaderBytes = 8 + 4 + 4 + 8 + 16;
+constexpr std::size_t kHeaderBytes = kCacheEntryHeaderBytes;
 constexpr std::size_t kChecksumBytes = 16;
 // Text fields (names, key, arch, log) stay far below this; a bigger one is a damaged entry.
 constexpr std::uint32_t kMaxTextBytes = 16u << 20;
 constexpr std::uint32_t kMaxLoweredNames = 4096;
+constexpr std::uint32_t kMaxOptions = 4096;
 
 // Entries are little-endian on every host, so a cache moved between machines stays readable.
 void put_u32(std::string& out, std::uint32_t value) {
@@ -74,15 +75,39 @@ class Reader {
   bool failed_ = false;
 };
 
-bool language_is_known(std::uint32_t value) {
-  return value <= static_cast<std::uint32_t>(Language::cutedsl);
-}
-
 DecodedEntry problem(EntryProblem kind, std::string detail) {
   DecodedEntry entry;
   entry.problem = kind;
   entry.detail = std::move(detail);
   return entry;
+}
+
+// The entry's launch record, decoded whole by its kind and checked against the compile request
+// its identity was made from: a record that does not match is never served, whatever tier it
+// came from.
+DecodedEntry check_launch_record(const CompiledArtifact& artifact, std::uint32_t layout) {
+  const EntryKind& kind = entry_kind(artifact.language);
+  if (!kind.compiled_by_nvrtc) {
+    if (layout < 3) {
+      return problem(EntryProblem::unsupported_layout,
+                     "a " + std::string(kind.name) + " entry of layout " + std::to_string(layout) +
+                         ", written before launch records were checked against their compile "
+                         "requests");
+    }
+    if (language_options_component(kind, artifact.compile_request, artifact.program_options) !=
+        artifact.components.options) {
+      return problem(EntryProblem::malformed_record,
+                     "its compile request is not the one its identity was made from");
+    }
+  }
+  std::string why;
+  try {
+    why = kind.check_record(artifact);
+  } catch (const std::exception& error) {  // decode_entry never throws on bad input
+    why = std::string("its launch record cannot be read: ") + error.what();
+  }
+  if (!why.empty()) return problem(EntryProblem::malformed_record, std::move(why));
+  return {};
 }
 
 }  // namespace
@@ -105,6 +130,8 @@ std::string_view to_string(EntryProblem problem) {
       return "checksum-mismatch";
     case EntryProblem::malformed:
       return "malformed";
+    case EntryProblem::malformed_record:
+      return "malformed-record";
     case EntryProblem::identity_mismatch:
       return "identity-mismatch";
     case EntryProblem::not_regular_file:
@@ -147,6 +174,9 @@ std::string encode_entry(const CompiledArtifact& artifact) {
   }
   put_u32(out, static_cast<std::uint32_t>(artifact.language));  // layout 2
   put_text(out, artifact.launch_record);                        // layout 2
+  put_text(out, artifact.compile_request);                      // layout 3
+  put_u32(out, static_cast<std::uint32_t>(artifact.program_options.size()));
+  for (const std::string& option : artifact.program_options) put_text(out, option);
   put_text(out, artifact.cubin);
 
   const std::uint64_t total = out.size() + kChecksumBytes;
@@ -159,16 +189,16 @@ std::string encode_entry(const CompiledArtifact& artifact) {
   return out;
 }
 
-DecodedEntry decode_entry(std::span<const std::byte> bytes, const ProgramIdentity* expected) {
-  if (bytes.empty()) return problem(EntryProblem::empty, "the file is empty");
-  if (bytes.size() < kCacheEntryMagic.size() ||
-      std::memcmp(bytes.data(), kCacheEntryMagic.data(), kCacheEntryMagic.size()) != 0) {
+DecodedEntry check_entry_header(std::span<const std::byte> first_bytes, std::uint64_t file_size) {
+  if (file_size == 0) return problem(EntryProblem::empty, "the file is empty");
+  if (first_bytes.size() < kCacheEntryMagic.size() ||
+      std::memcmp(first_bytes.data(), kCacheEntryMagic.data(), kCacheEntryMagic.size()) != 0) {
     return problem(EntryProblem::foreign, "it does not start with a zerojit cache entry header");
   }
-  if (bytes.size() > kMaxCacheEntryBytes) {
+  if (file_size > kMaxCacheEntryBytes) {
     return problem(EntryProblem::too_large, "it is larger than any entry zerojit writes");
   }
-  Reader header(bytes.subspan(kCacheEntryMagic.size()));
+  Reader header(first_bytes.subspan(kCacheEntryMagic.size()));
   const std::uint32_t layout = header.u32();
   if (header.failed()) return problem(EntryProblem::truncated, "it ends inside its header");
   if (layout < kOldestCacheEntryLayoutVersion || layout > kCacheEntryLayoutVersion) {
@@ -177,20 +207,33 @@ DecodedEntry decode_entry(std::span<const std::byte> bytes, const ProgramIdentit
                        std::to_string(kOldestCacheEntryLayoutVersion) + " to " +
                        std::to_string(kCacheEntryLayoutVersion));
   }
+  header.u32();  // zerojit's format version
+  const std::uint64_t total = header.u64();
+  header.u64();  // the identity
+  header.u64();
+  if (header.failed()) return problem(EntryProblem::truncated, "it ends inside its header");
+  if (file_size < total) {
+    return problem(EntryProblem::truncated, std::to_string(file_size) + " bytes of the " +
+                                                std::to_string(total) + " its header records");
+  }
+  if (file_size > total) {
+    return problem(EntryProblem::overlong, std::to_string(file_size) + " bytes, " +
+                                               std::to_string(total) + " recorded in its header");
+  }
+  return {};
+}
+
+DecodedEntry decode_entry(std::span<const std::byte> bytes, const ProgramIdentity* expected) {
+  DecodedEntry damaged =
+      check_entry_header(bytes.first(std::min(bytes.size(), kHeaderBytes)), bytes.size());
+  if (!damaged.ok()) return damaged;
+  Reader header(bytes.subspan(kCacheEntryMagic.size()));  // whole: checked above
+  const std::uint32_t layout = header.u32();
   const std::uint32_t format_version = header.u32();
   const std::uint64_t total = header.u64();
   ProgramIdentity stored;
   stored.words[0] = header.u64();
   stored.words[1] = header.u64();
-  if (header.failed()) return problem(EntryProblem::truncated, "it ends inside its header");
-  if (bytes.size() < total) {
-    return problem(EntryProblem::truncated, std::to_string(bytes.size()) + " bytes of the " +
-                                                std::to_string(total) + " its header records");
-  }
-  if (bytes.size() > total) {
-    return problem(EntryProblem::overlong, std::to_string(bytes.size()) + " bytes, " +
-                                               std::to_string(total) + " recorded in its header");
-  }
   if (total < kHeaderBytes + kChecksumBytes) {
     return problem(EntryProblem::malformed, "its recorded length is shorter than a header");
   }
@@ -232,12 +275,23 @@ DecodedEntry decode_entry(std::span<const std::byte> bytes, const ProgramIdentit
   }
   if (layout >= 2) {
     const std::uint32_t language = body.u32();
-    if (!body.failed() && !language_is_known(language)) {
+    if (!body.failed() && find_entry_kind(language) == nullptr) {
       return problem(EntryProblem::malformed, "it records language " + std::to_string(language) +
                                                   ", which zerojit does not know");
     }
     artifact.language = static_cast<Language>(language);
     artifact.launch_record = body.text(kMaxTextBytes);
+  }
+  if (layout >= 3) {
+    artifact.compile_request = body.text(kMaxTextBytes);
+    const std::uint32_t option_count = body.u32();
+    if (!body.failed() && option_count > kMaxOptions) {
+      return problem(EntryProblem::malformed,
+                     "it records " + std::to_string(option_count) + " program options");
+    }
+    for (std::uint32_t i = 0; i < option_count && !body.failed(); ++i) {
+      artifact.program_options.push_back(body.text(kMaxTextBytes));
+    }
   }
   artifact.cubin = body.text(static_cast<std::uint32_t>(-1));
   if (body.failed()) return problem(EntryProblem::malformed, "a field runs past the entry's end");
@@ -247,6 +301,7 @@ DecodedEntry decode_entry(std::span<const std::byte> bytes, const ProgramIdentit
   if (identity_from_components(artifact.components) != artifact.identity) {
     return problem(EntryProblem::malformed, "its identity does not agree with its components");
   }
+  if (DecodedEntry refused = check_launch_record(artifact, layout); !refused.ok()) return refused;
 
   DecodedEntry decoded;
   decoded.format_version = format_version;

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <vector>
 
+#include "environment.hpp"
 #include "zerojit/error.hpp"
 
 namespace zerojit::cuda {
@@ -31,10 +32,14 @@ bool resolve(void* library, Fn& slot, const char* name, bool required, std::stri
 
 DriverState load_driver() {
   DriverState state;
-  void* library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  // Tests and benchmarks (only they) load a stub driver in its place (tests/support/
+  // stub_driver.cpp), to run the whole call path without a GPU.
+  const char* stub = detail::environment_text("ZEROJIT_TESTING_CUDA_DRIVER");
+  const std::string library_name = stub != nullptr ? stub : "libcuda.so.1";
+  void* library = dlopen(library_name.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (library == nullptr) {
     const char* error = dlerror();
-    state.reason = std::string("no CUDA driver: cannot load libcuda.so.1 (") +
+    state.reason = "no CUDA driver: cannot load " + library_name + " (" +
                    (error ? error : "unknown error") +
                    "); install the NVIDIA driver or run on a machine with a GPU";
     return state;

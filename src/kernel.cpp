@@ -252,6 +252,45 @@ void KernelBase::refuse_arguments(const LoadedFunction& function, const KernelAr
                     " (the host-side argument block and the kernel source disagree)");
 }
 
+void KernelBase::launch_loaded(const LoadedFunction& function, PackedCall& call,
+                               cuda::Stream stream) const {
+  Backend& backend = Runtime::instance().backend();
+  switch (function.form) {
+    case LaunchForm::plan:
+      check_arguments(function, call.args);
+      backend.launch(function, call.geometry, call.args, stream);
+      return;
+    case LaunchForm::recorded: {
+      for (std::uint32_t i = 0; i < function.trailing_null_pointers; ++i) {
+        call.args.push(static_cast<void*>(nullptr));
+      }
+      check_arguments(function, call.args);
+      LaunchGeometry geometry;
+      geometry.grid = {call.geometry.grid.x * function.grid_x_multiplier, call.geometry.grid.y,
+                       call.geometry.grid.z};
+      geometry.block = {function.block_threads, 1, 1};
+      geometry.shared_bytes = function.shared_bytes;
+      geometry.attributes = function.attributes;
+      backend.launch(function, geometry, call.args, stream);
+      return;
+    }
+    case LaunchForm::host_entry: {
+      if (call.host_count == 0)
+        throw LaunchError("kernel " + name_ +
+                          ": a host entry's call "
+                          "has no return code");
+      auto* status = static_cast<std::int32_t*>(call.host_args[call.host_count - 1]);
+      *status = 0;
+      backend.run_host(function, call.host_args, call.host_count);
+      if (*status != 0) {
+        throw LaunchError("kernel " + name_ + ": the exported host entry returned CUDA error " +
+                          std::to_string(*status));
+      }
+      return;
+    }
+  }
+}
+
 void KernelBase::reset_base_for_testing() {
   {
     std::lock_guard lock(artifacts_mutex_);

@@ -1,5 +1,6 @@
 #include "zerojit/launch.hpp"
 
+#include "zerojit/backend.hpp"
 #include "zerojit/error.hpp"
 
 namespace zerojit {
@@ -24,6 +25,13 @@ void KernelArgs::fill_pointers(std::array<void*, kMaxKernelParams>& out) const {
   for (int i = 0; i < count_; ++i) {
     out[static_cast<std::size_t>(i)] = base + offsets_[static_cast<std::size_t>(i)];
   }
+}
+
+void adopt_entry_kind(const CompiledArtifact& artifact, LoadedFunction& function) {
+  const EntryKind& kind = entry_kind(artifact.language);
+  function.form = kind.launch;
+  function.host_runtime = kind.host_runtime != nullptr ? kind.host_runtime() : nullptr;
+  if (kind.adopt_record != nullptr) kind.adopt_record(artifact, function);
 }
 
 }  // namespace zerojit

@@ -47,6 +47,14 @@ std::string_view to_string(JitEventKind kind) {
 
 namespace {
 
+// A kernel zerojit does not own has no warmup space: what its owner can do instead.
+std::string foreign_advice() {
+  return "this kernel is not zerojit's, so no warmup covers it; compile it before warmup ends "
+         "(call it once, or its library's own warmup), or put it on zerojit "
+         "(zerojit.TritonKernel, zerojit.CuteKernel), whose warmup compiles every key; the guard "
+         "is off with ZEROJIT_TRITON_GUARD=0 / ZEROJIT_CUTE_GUARD=0";
+}
+
 std::string refusal_reason(const JitEvent& event) {
   switch (event.kind) {
     case JitEventKind::load:
@@ -60,6 +68,7 @@ std::string refusal_reason(const JitEvent& event) {
     case JitEventKind::compile:
       break;
   }
+  if (event.foreign) return "compile after warmup (monitor in error mode): " + foreign_advice();
   return "compile after warmup (monitor in error mode): the warmup space of this kernel does "
          "not cover this runtime call" +
          (event.detail.empty() ? std::string() : " (" + event.detail + ")");
@@ -108,9 +117,9 @@ void Monitor::on_jit(const JitEvent& event) {
     throw RuntimeJitError(event.kernel, event.key, event.descriptors, refusal_reason(event));
   }
   if (!report) return;
-  message +=
-      "\n  (add the point to the kernel's warmup space; warnings repeat only with "
-      "ZEROJIT_MONITOR_VERBOSE=1)";
+  message += "\n  (" +
+             (event.foreign ? foreign_advice() : "add the point to the kernel's warmup space") +
+             "; warnings repeat only with ZEROJIT_MONITOR_VERBOSE=1)";
   if (sink) {
     sink(message);
   } else {
@@ -135,7 +144,9 @@ void Monitor::on_foreign_jit(const JitEvent& event, const std::string& counter) 
   (event.kind == JitEventKind::load ? stats->loads : stats->compiles)
       .fetch_add(1, std::memory_order_relaxed);
   if (armed()) stats->runtime_jit.fetch_add(1, std::memory_order_relaxed);
-  on_jit(event);
+  JitEvent foreign = event;
+  foreign.foreign = true;
+  on_jit(foreign);
 }
 
 void Monitor::set_sink(std::function<void(std::string_view)> sink) {

@@ -65,25 +65,6 @@ class Hasher {
 
 }  // namespace
 
-std::string_view to_string(Language language) {
-  switch (language) {
-    case Language::cuda:
-      return "cuda";
-    case Language::triton:
-      return "triton";
-    case Language::cutedsl:
-      return "cutedsl";
-  }
-  return "?";
-}
-
-std::optional<Language> parse_language(std::string_view text) {
-  for (Language language : {Language::cuda, Language::triton, Language::cutedsl}) {
-    if (text == to_string(language)) return language;
-  }
-  return std::nullopt;
-}
-
 ResolvedSource resolve_program_source(const Program& program) {
   if (program.files == nullptr) {
     throw Error("kernel " + program.kernel_name + ": program has no embedded file set");
@@ -105,33 +86,42 @@ IdentityComponents identity_components(const Program& program, std::string_view 
   components.format = Hasher().add("zerojit-format").add(std::to_string(kFormatVersion)).digest();
   components.kernel = Hasher().add(program.kernel_name).digest();
   Hasher source;
-  Hasher options;
-  if (program.language == Language::cuda) {
+  const EntryKind& kind = entry_kind(program.language);
+  if (kind.compiled_by_nvrtc) {
     const ResolvedSource resolved = resolve_program_source(program);
     source.add(program.source_path).add(resolved.source);
     for (const auto& header : resolved.headers) source.add(header.path).add(header.content);
+    Hasher options;
     for (std::string_view option : kDefaultNvrtcOptions) options.add(option);
     options.add(program.needs_toolkit_headers ? "toolkit-headers" : "no-toolkit-headers");
+    for (const auto& option : program.options) options.add(option);
+    components.options = options.digest();
   } else {
     // Another language's source is hashed as its compiler is given it: every file, in order.
     if (program.files == nullptr || program.files->files().empty()) {
-      throw Error("kernel " + program.kernel_name + ": a " +
-                  std::string(to_string(program.language)) + " program has no source");
+      throw Error("kernel " + program.kernel_name + ": a " + std::string(kind.name) +
+                  " program has no source");
     }
     source.add(program.source_path);
     for (const EmbeddedFile& file : program.files->files()) source.add(file.path).add(file.content);
-    options.add(to_string(program.language)).add(program.compile_request);
+    components.options = language_options_component(kind, program.compile_request, program.options);
   }
   components.source = source.digest();
   Hasher names;
   for (const auto& expression : program.name_expressions) names.add(expression);
   components.names = names.digest();
-  for (const auto& option : program.options) options.add(option);
-  components.options = options.digest();
   components.key = Hasher().add(program.key_text).digest();
   components.arch = Hasher().add(arch).digest();
   components.compiler = Hasher().add(compiler_version).digest();
   return components;
+}
+
+std::uint64_t language_options_component(const EntryKind& kind, std::string_view compile_request,
+                                         const std::vector<std::string>& options) {
+  Hasher hasher;
+  hasher.add(kind.name).add(compile_request);
+  for (const auto& option : options) hasher.add(option);
+  return hasher.digest();
 }
 
 ProgramIdentity compute_identity(const Program& program, std::string_view arch,

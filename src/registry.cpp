@@ -179,6 +179,13 @@ void warm_key(const Job& job, const WarmupOptions& options, std::atomic<bool>& c
   key.kernel = job.entry->kernel->name();
   key.key = job.entry->key_text;
   key.arch = *job.arch;
+  if (job.entry->program) {
+    try {
+      key.language = job.entry->program().language;
+    } catch (const std::exception&) {
+      // A program that cannot be built fails its warm below, saying why.
+    }
+  }
   if (warmup_cancelled(options, cancelled)) {
     key.error = "warmup cancelled before this key started";
     return;

@@ -69,7 +69,7 @@ std::string Runtime::nvrtc_version() {
     // compiled, but entries compiled elsewhere can be found under the version they record,
     // when they record exactly one. With several, no choice is safe: say so.
     const std::vector<std::string> recorded =
-        store_ ? store_->recorded_compiler_versions(Language::cuda, {})
+        store_ ? store_->recorded_compiler_versions(kNvrtcLanguage, {})
                : std::vector<std::string>{};
     if (recorded.size() == 1) {
       nvrtc_version_ = recorded.front();
@@ -93,7 +93,7 @@ CompileExecutor* Runtime::compile_executor() const {
 }
 
 std::string Runtime::compiler_version(Language language, std::string_view arch) {
-  if (language == Language::cuda) return nvrtc_version();
+  if (entry_kind(language).compiled_by_nvrtc) return nvrtc_version();
   const std::pair<Language, std::string> slot{language, std::string(arch)};
   std::shared_ptr<LanguageCompiler> compiler;
   std::shared_ptr<ArtifactStore> store;
@@ -160,7 +160,7 @@ std::shared_ptr<LanguageCompiler> Runtime::language_compiler(Language language) 
 
 CompiledArtifact Runtime::compile(const Program& program, std::string_view arch,
                                   const ProgramIdentity& identity) {
-  if (program.language == Language::cuda) {
+  if (entry_kind(program.language).compiled_by_nvrtc) {
     return compile_program(program, arch, identity, compile_executor());
   }
   const std::shared_ptr<LanguageCompiler> compiler = language_compiler(program.language);
@@ -178,6 +178,8 @@ CompiledArtifact Runtime::compile(const Program& program, std::string_view arch,
   artifact.arch = std::string(arch);
   artifact.compiler_version = compiler_version(program.language, arch);
   artifact.components = identity_components(program, arch, artifact.compiler_version);
+  artifact.compile_request = program.compile_request;
+  artifact.program_options = program.options;
   return artifact;
 }
 

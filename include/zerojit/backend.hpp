@@ -19,19 +19,26 @@ namespace zerojit {
 // A kernel function loaded on one device, with the parameter sizes the launch check compares
 // the packed arguments against.
 struct LoadedFunction {
-  cuda::Function function = nullptr;
+  cuda::Function function = nullptr;  // a host_object image's entry: what its runtime returned
   cuda::Module module = nullptr;
   int device = 0;
   int param_count = -1;  // -1: the driver cannot say (no cuFuncGetParamInfo); no check then
   std::array<std::uint32_t, kMaxKernelParams> param_sizes{};
-  // What the compiler fixed about the launch (its launch record, launch_record.hpp), for a
-  // language whose compiler decides it (Triton); left as is for CUDA C++, whose plan decides.
+  // How a call reaches the device, from the artifact's entry kind (language.hpp).
+  LaunchForm form = LaunchForm::plan;
+  HostObjectRuntime* host_runtime = nullptr;  // a host_entry function's runtime
+  // What a compiler fixed about the launch (the entry kind's launch record), for the recorded
+  // form; left as is where the plan or the host entry decides.
   std::uint32_t block_threads = 0;
   std::uint32_t shared_bytes = 0;
-  std::uint32_t grid_x_multiplier = 1;       // Triton's num_ctas
-  std::uint32_t trailing_null_pointers = 0;  // Triton's scratch parameters, passed null
+  std::uint32_t grid_x_multiplier = 1;       // the cluster size (Triton's num_ctas)
+  std::uint32_t trailing_null_pointers = 0;  // parameters the compiler appended, passed null
   LaunchAttributes attributes;
 };
+
+// What a backend's load does for every entry kind after the image is loaded: the form and host
+// runtime of its kind, and what its launch record fixes (EntryKind::adopt_record).
+void adopt_entry_kind(const CompiledArtifact& artifact, LoadedFunction& function);
 
 class Backend {
  public:
@@ -41,8 +48,8 @@ class Backend {
   // The NVRTC target for a device, e.g. "sm_90a".
   virtual std::string target_arch(int device) = 0;
   // Loads the artifact on the device and resolves `lowered_name` eagerly (no lazy loading
-  // left for the first launch); a Triton artifact's launch record fills in what its compiler
-  // fixed. The module stays loaded for the life of the process.
+  // left for the first launch), as its entry kind says (a cubin, or a host object its runtime
+  // loads), then adopt_entry_kind. The module stays loaded for the life of the process.
   virtual LoadedFunction load(const CompiledArtifact& artifact, std::string_view lowered_name,
                               int device) = 0;
   virtual bool is_capturing(cuda::Stream stream) = 0;
@@ -50,11 +57,14 @@ class Backend {
   // attributes.
   virtual void launch(const LoadedFunction& function, const LaunchGeometry& geometry,
                       const KernelArgs& args, cuda::Stream stream) = 0;
-  // Runs the host entry a language's compiler exported (a CuTeDSL kernel: it computes its grid
-  // and launches on the stream among its arguments) with its argument pointers, in order.
+  // Runs the host entry a language's compiler exported (it computes its grid and launches on
+  // the stream among its arguments) with its argument pointers, in order: by default through
+  // the function's host runtime.
   virtual void run_host(const LoadedFunction& function, void** args, std::size_t count) {
-    (void)function, (void)args, (void)count;
-    throw Error("the " + std::string(name()) + " backend runs no host functions");
+    if (function.host_runtime == nullptr) {
+      throw Error("the " + std::string(name()) + " backend has no host runtime for this function");
+    }
+    function.host_runtime->run(reinterpret_cast<void*>(function.function), args, count);
   }
 };
 

@@ -24,7 +24,8 @@ std::string_view to_string(ArtifactOrigin origin);
 struct CompiledArtifact {
   ProgramIdentity identity;
   IdentityComponents components;       // what went into the identity (for explaining misses)
-  Language language = Language::cuda;  // the entry kind: what `image` is and how it loads
+  Language language = kNvrtcLanguage;  // its entry kind (language.hpp): what `cubin` is, how it
+                                       // loads and launches
   std::string kernel_name;
   std::string key_text;
   std::string arch;
@@ -32,9 +33,14 @@ struct CompiledArtifact {
   // The binary image: a cubin (CUDA C++, Triton), an exported host object (CuTeDSL).
   std::string cubin;
   std::vector<LoweredName> lowered_names;
-  // How the compiler fixed the launch (launch_record.hpp; empty for CUDA C++, whose plan owns
-  // its launch).
+  // How the compiler fixed the launch (its entry kind reads and checks it; empty for CUDA C++,
+  // whose plan owns its launch).
   std::string launch_record;
+  // What a language compiler was asked (Program::compile_request) and the program's options,
+  // kept so that a reader can check the record against the request its identity was made from
+  // (EntryKind::check_record); empty for CUDA C++.
+  std::string compile_request;
+  std::vector<std::string> program_options;
   double compile_seconds = 0.0;
   std::string log;  // the compiler's log (warnings) of a successful compile
 

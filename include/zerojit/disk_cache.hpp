@@ -90,7 +90,7 @@ struct CacheEntryInfo {
   std::string kernel;    // the rest from its content (empty when it does not decode)
   std::string key;
   std::string arch;
-  Language language = Language::cuda;
+  Language language = kNvrtcLanguage;
   std::string compiler_version;
   std::uint64_t size_bytes = 0;
   double age_seconds = 0.0;  // since it was last used (or written)
@@ -135,7 +135,7 @@ struct MissExplanation {
   std::string kernel;
   std::string key;
   std::string arch;
-  Language language = Language::cuda;
+  Language language = kNvrtcLanguage;
   std::string compiler_version;  // NVRTC's for CUDA C++
   std::string identity;
   bool present = false;  // a verified entry with this identity exists: a hit, not a miss

@@ -162,6 +162,10 @@ class KernelBase {
   virtual const LoadedFunction& insert_executor(const void* key, int device,
                                                 const LoadedFunction& function) = 0;
 
+  // Launches a packed call on a loaded function in the function's form (PackedCall says what
+  // each form takes); the arguments are checked first.
+  void launch_loaded(const LoadedFunction& function, PackedCall& call, cuda::Stream stream) const;
+
   // Throws LaunchError when the packed arguments disagree with the function's parameters.
   void check_arguments(const LoadedFunction& function, const KernelArgs& args) const {
     if (function.param_count < 0) return;
@@ -330,46 +334,18 @@ class JitKernel : public KernelBase {
                             descriptors ? DescriptorText::of(*descriptors) : DescriptorText{});
   }
 
-  // A launch whose block, dynamic shared memory, cluster and launch attributes its compiler
-  // fixed (a Triton kernel: the loaded function's launch record, launch_record.hpp): `grid` is
-  // the program grid, as Triton's launcher takes it (its x is multiplied by the cluster size);
-  // `args` the call's arguments, to which the record's trailing null pointers are appended.
-  // The hot path is launch()'s: a lock-free lookup, the argument check, the launch.
-  void launch_recorded(const Key& key, Dim3 grid, KernelArgs& args, LaunchTarget target,
-                       DescriptorText descriptors = {}) {
-    if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
-    if (const LoadedFunction* function = executors_.find(key, target.device)) {
-      launch_recorded_on(*function, grid, args, target);
-      return;
-    }
-    launch_with_record(load_slow(key, target, descriptors), grid, args, target);  // a miss
-  }
-
-  // A call of the host entry a language's compiler exported (a CuTeDSL kernel), with its
-  // argument pointers in order: a lock-free lookup on a hit, the one slow path on a miss.
-  void call_host(const Key& key, void** args, std::size_t count, LaunchTarget target,
-                 DescriptorText descriptors = {}) {
+  // A call a language's packer made (launch.hpp, PackedCall), launched in its loaded function's
+  // form: a lock-free lookup on a hit, the one slow path on a miss.
+  void launch_packed(const Key& key, PackedCall& call, LaunchTarget target,
+                     DescriptorText descriptors = {}) {
+    if (call.geometry.empty()) return;
     const LoadedFunction* function = executors_.find(key, target.device);
     if (function == nullptr) {
       function = &load_slow(key, target, descriptors);
     } else {
       stats_.hits.fetch_add(1, std::memory_order_relaxed);
     }
-    Runtime::instance().backend().run_host(*function, args, count);
-  }
-
-  // The loaded function of (key, device), or nullptr: a caller that looks it up once (the
-  // Python call path) then launches with launch_recorded_on.
-  const LoadedFunction* loaded_function(const Key& key, int device) const {
-    return executors_.find(key, device);
-  }
-
-  // launch_recorded on a function already found (counted as a hit).
-  void launch_recorded_on(const LoadedFunction& function, Dim3 grid, KernelArgs& args,
-                          LaunchTarget target) {
-    if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
-    stats_.hits.fetch_add(1, std::memory_order_relaxed);
-    launch_with_record(function, grid, args, target);
+    launch_loaded(*function, call, target.stream);
   }
 
   // Whether (key, device) has a loaded function: a launch of it takes the hit path.
@@ -441,21 +417,6 @@ class JitKernel : public KernelBase {
     }
     check_arguments(*function, args);
     Runtime::instance().backend().launch(*function, geometry, args, target.stream);
-  }
-
-  // The record's trailing null pointers appended, its geometry and attributes, the launch.
-  void launch_with_record(const LoadedFunction& function, Dim3 grid, KernelArgs& args,
-                          LaunchTarget target) {
-    for (std::uint32_t i = 0; i < function.trailing_null_pointers; ++i) {
-      args.push(static_cast<void*>(nullptr));
-    }
-    check_arguments(function, args);
-    LaunchGeometry geometry;
-    geometry.grid = {grid.x * function.grid_x_multiplier, grid.y, grid.z};
-    geometry.block = {function.block_threads, 1, 1};
-    geometry.shared_bytes = function.shared_bytes;
-    geometry.attributes = function.attributes;
-    Runtime::instance().backend().launch(function, geometry, args, target.stream);
   }
 
   const LoadedFunction& load_slow(const Key& key, LaunchTarget target, DescriptorText descriptors) {

@@ -92,6 +92,20 @@ struct LaunchTarget {
   cuda::Stream stream = nullptr;
 };
 
+// A call whose arguments a language's argument packer made (the call path of kernels defined in
+// Python), launched in its loaded function's form (language.hpp, LaunchForm):
+//   plan        `geometry` whole, `args` the parameters;
+//   recorded    `geometry.grid` the program grid (block, shared memory, cluster and attributes
+//               come from the function's launch record), `args` the parameters, to which the
+//               record's trailing null pointers are appended;
+//   host_entry  `host_args`: the exported entry's argument pointers, its return code last.
+struct PackedCall {
+  LaunchGeometry geometry;
+  KernelArgs args;
+  void** host_args = nullptr;
+  std::size_t host_count = 0;
+};
+
 // The three shapes a kernel's plan can take (DESIGN.md, "Launch specs"):
 //   LaunchSpec                       -> the launch returns nothing;
 //   LaunchSpecWithOutputs            -> the launch returns the outputs the plan declared;

@@ -34,6 +34,9 @@ struct JitEvent {
   std::string key;
   std::string descriptors;  // the runtime descriptors that produced the key (may be empty)
   std::string detail;       // what needs the other specialization (the argument and class)
+  // A compile or load of a kernel zerojit does not own (Monitor::on_foreign_jit): it has no
+  // warmup space to widen.
+  bool foreign = false;
 };
 
 // A kernel's counters, as read at one moment.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "zerojit/embedded.hpp"
+#include "zerojit/language.hpp"
 
 namespace zerojit {
 
@@ -18,15 +19,6 @@ inline constexpr int kFormatVersion = 1;
 
 // Options every compile gets, before the program's own. Part of the identity.
 inline constexpr std::string_view kDefaultNvrtcOptions[] = {"-std=c++17", "-default-device"};
-
-// The kernel languages zerojit compiles. CUDA C++ is compiled by NVRTC in the core; Triton and
-// CuTeDSL are compiled by their own Python compilers, which the Python module installs on the
-// Runtime (Runtime::set_language_compiler) and runs in worker processes. Every tier (executor
-// cache, disk, packs, Redis), the monitor and the capture guard serve every language alike.
-enum class Language : std::uint8_t { cuda = 0, triton = 1, cutedsl = 2 };
-std::string_view to_string(Language language);
-// "cuda" | "triton" | "cutedsl"; std::nullopt otherwise.
-std::optional<Language> parse_language(std::string_view text);
 
 struct Program {
   std::string kernel_name;                    // the owning kernel, for messages and identity
@@ -44,7 +36,7 @@ struct Program {
   // and `compile_request` everything else the language's compiler needs for this key (Triton:
   // the signature, constexprs, attributes and options), opaque to the core and part of the
   // identity.
-  Language language = Language::cuda;
+  Language language = kNvrtcLanguage;
   std::string compile_request;
 };
 
@@ -99,5 +91,12 @@ IdentityComponents identity_components(const Program& program, std::string_view 
 // The identity that `components` hash into (compute_identity is this of identity_components).
 // Lets a stored entry be checked for agreement between its identity and its components.
 ProgramIdentity identity_from_components(const IdentityComponents& components);
+
+// The `options` component of a program compiled by a language compiler (an entry kind not
+// compiled_by_nvrtc): its language's name, its compile request and its options. A stored entry
+// of such a kind carries the request, and this is how a reader checks that the request is the
+// one its identity was made from.
+std::uint64_t language_options_component(const EntryKind& kind, std::string_view compile_request,
+                                         const std::vector<std::string>& options);
 
 }  // namespace zerojit

@@ -86,6 +86,7 @@ struct KeyReport {
   std::string kernel;
   std::string key;
   std::string arch;
+  Language language = kNvrtcLanguage;  // whose compiler compiled it (or failed to)
   ArtifactOrigin origin = ArtifactOrigin::compiled;
   double seconds = 0.0;
   double compile_seconds = 0.0;

@@ -71,6 +71,10 @@ struct RemoteCacheOptions {
   std::chrono::milliseconds backoff{30000};
   // TLS (rediss://): a CA bundle file (ZEROJIT_REMOTE_CACHE_TLS_CA); empty: the system's.
   std::string tls_ca_file;
+  // Whether entries that hold host code (an exported CuTeDSL object: loading one runs it) are
+  // taken from and sent to Redis (ZEROJIT_REMOTE_CACHE_HOST_CODE=1). Off: any host of the fleet,
+  // or anyone who can reach the server, could plant code (docs/CACHE.md, "Host code").
+  bool host_code = false;
   // Where warnings go (one line each); default: zerojit's log (component "remote-cache").
   std::function<void(std::string_view)> warning_sink;
 };
@@ -93,6 +97,7 @@ struct RemoteCacheCounters {
   std::uint64_t lock_wait_timeouts = 0;  // waits that gave up and compiled here
   std::uint64_t backoffs = 0;            // times the tier was left out after repeated failures
   std::uint64_t skipped = 0;             // operations not tried: backing off, or the tier disabled
+  std::uint64_t host_code_refused = 0;   // sound entries of host code not taken (host_code off)
 };
 // {"hits":..., "misses":..., ...}
 std::string to_json(const RemoteCacheCounters& counters);

@@ -43,11 +43,9 @@ bool finalizing();
 // too, and leaked rather than released once the interpreter is finalizing.
 std::shared_ptr<pybind11::object> hold(pybind11::object callable);
 
-// Triton kernels (zerojit.TritonKernel): their launchers and call path, triton_call.cpp; the
-// compilers of other languages, installed from Python, language_bridge.cpp.
-void bind_triton(pybind11::module_& module);
-// CuTeDSL kernels (zerojit.CuteKernel): their launchers and call path, cute_call.cpp.
-void bind_cute(pybind11::module_& module);
+// The call path of every kernel defined in Python, whatever its language, kernel_call.cpp; the
+// compilers of languages other than CUDA C++, installed from Python, language_bridge.cpp.
+void bind_kernel_call(pybind11::module_& module);
 void bind_language_compilers(pybind11::module_& module);
 
 // `python -m zerojit ... --module M`: the tool library over Python modules' kernels, cli.cpp

@@ -44,6 +44,7 @@ void read_integer(const FastCall& call, PyObject* object, std::string_view name,
 CallValue read_value(FastCall& call, PyObject* object, std::string_view name) {
   CallValue value;
   if (object == Py_None) return value;
+  value.type = Py_TYPE(object);  // types are never freed while an instance lives
   if (PyBool_Check(object) || is_numpy_bool(object)) {
     const int truth = PyObject_IsTrue(object);
     if (truth < 0) {
@@ -92,6 +93,9 @@ CallValue read_value(FastCall& call, PyObject* object, std::string_view name) {
 // What dispatch and grid may depend on, as words: a memo hit means they would see the same.
 void add_fingerprint(const CallValue& value, std::vector<std::uint64_t>& words) {
   words.push_back(static_cast<std::uint64_t>(value.kind));
+  if (value.kind != CallValue::Kind::tensor) {
+    words.push_back(static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(value.type)));
+  }
   switch (value.kind) {
     case CallValue::Kind::none:
       return;
@@ -120,26 +124,6 @@ void add_fingerprint(const CallValue& value, std::vector<std::uint64_t>& words) 
       return;
     }
   }
-}
-
-std::string integer_text(const CallValue& value) {
-  return value.above_int64 ? std::to_string(value.unsigned_integer) : std::to_string(value.integer);
-}
-
-std::string kind_name(CallValue::Kind kind) {
-  switch (kind) {
-    case CallValue::Kind::none:
-      return "None";
-    case CallValue::Kind::boolean:
-      return "a bool";
-    case CallValue::Kind::integer:
-      return "an int";
-    case CallValue::Kind::floating:
-      return "a float";
-    case CallValue::Kind::tensor:
-      return "a tensor";
-  }
-  return "?";
 }
 
 std::string describe_values(const std::vector<std::string>& names,

@@ -98,7 +98,7 @@ void bind_language_compilers(py::module_& module) {
       "set_language_compiler",
       [](const std::string& name, py::object version, py::object compile) {
         const auto language = parse_language(name);
-        if (!language || *language == Language::cuda) {
+        if (!language || entry_kind(*language).compiled_by_nvrtc) {
           throw InvalidArgument("set_language_compiler", "language",
                                 "must be 'triton' or 'cutedsl', got '" + name + "'");
         }
@@ -111,6 +111,15 @@ void bind_language_compilers(py::module_& module) {
                                                                 std::move(compile)));
       },
       py::arg("language"), py::arg("version"), py::arg("compile"));
+  // Where the host runtime of a language whose entries are host objects is (its wheel's copy).
+  module.def("set_host_runtime_library", [](const std::string& name, const std::string& path) {
+    const auto language = parse_language(name);
+    if (!language || entry_kind(*language).host_runtime == nullptr) {
+      throw InvalidArgument("set_host_runtime_library", "language",
+                            "has no host runtime: '" + name + "'");
+    }
+    entry_kind(*language).host_runtime()->set_library(path);
+  });
   // The compiler version the identities of `language` use on `arch` (for tests and tools).
   module.def("compiler_version", [](const std::string& name, const std::string& arch) {
     const auto language = parse_language(name);

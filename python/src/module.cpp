@@ -13,8 +13,7 @@ PYBIND11_MODULE(_core, module) {
   zerojit::python::bind_benchmark(module);
   zerojit::python::bind_runtime(module);
   zerojit::python::bind_py_kernels(module);
-  zerojit::python::bind_triton(module);
-  zerojit::python::bind_cute(module);
+  zerojit::python::bind_kernel_call(module);
   zerojit::python::bind_language_compilers(module);
 #ifdef ZEROJIT_PYTHON_CLI
   zerojit::python::bind_cli(module);

@@ -19,8 +19,6 @@ namespace py = pybind11;
 
 namespace zerojit::python {
 
-PyObject* kernel_capsule(DynamicKernel& kernel);  // py_launch.cpp
-
 namespace {
 
 DynamicField to_field(const std::string& kernel,
@@ -54,20 +52,6 @@ KeyRendering parse_rendering(const std::string& kernel, const std::string& text)
                         "must be 'template', 'macros' or 'none', got '" + text + "'");
 }
 
-ParamKind parse_param(const std::string& kernel, const std::string& name, const std::string& kind) {
-  static const std::pair<const char*, ParamKind> kinds[] = {
-      {"tensor", ParamKind::tensor}, {"i32", ParamKind::i32},      {"i64", ParamKind::i64},
-      {"u32", ParamKind::u32},       {"u64", ParamKind::u64},      {"f32", ParamKind::f32},
-      {"f64", ParamKind::f64},       {"bool", ParamKind::boolean}, {"pointer", ParamKind::pointer},
-  };
-  for (const auto& [text, value] : kinds) {
-    if (kind == text) return value;
-  }
-  throw InvalidArgument(
-      kernel, name,
-      "has no parameter kind '" + kind + "' (tensor, i32, i64, u32, u64, f32, f64, bool, pointer)");
-}
-
 std::int64_t intern(DynamicKernel& kernel,
                     const std::vector<std::tuple<std::string, std::string, py::object>>& fields,
                     const std::string& source_path,
@@ -99,7 +83,7 @@ std::int64_t intern_language(
   for (const auto& spec : fields) key.fields.push_back(to_field(kernel.name(), spec));
   ProgramText text;
   const auto parsed = parse_language(language);
-  if (!parsed || *parsed == Language::cuda) {
+  if (!parsed || entry_kind(*parsed).compiled_by_nvrtc) {
     throw InvalidArgument(kernel.name(), "language", "must be 'triton' or 'cutedsl'");
   }
   text.language = *parsed;
@@ -127,13 +111,18 @@ std::tuple<std::string, std::string> compile(DynamicKernel& kernel, std::int64_t
   return {std::string(to_string(origin)), artifact->identity.hex()};
 }
 
-std::vector<DynamicRegistration> to_registrations(
-    const std::vector<std::tuple<DynamicKernel*, std::string, std::vector<std::int64_t>,
-                                 std::vector<std::string>>>& items) {
+using RegistrationTuple =
+    std::tuple<DynamicKernel*, std::string, std::vector<std::int64_t>, std::vector<std::string>,
+               std::vector<std::tuple<std::string, std::string, std::string>>>;
+
+std::vector<DynamicRegistration> to_registrations(const std::vector<RegistrationTuple>& items) {
   std::vector<DynamicRegistration> out;
-  for (const auto& [kernel, tag, slots, dead] : items) {
+  for (const auto& [kernel, tag, slots, dead, failed] : items) {
     if (kernel == nullptr) throw InvalidArgument("warmup", "kernel", "is None in a registration");
-    out.push_back({kernel, tag, slots, dead});
+    DynamicRegistration registration{kernel, tag, slots, dead, {}};
+    for (const auto& [text, json, error] : failed)
+      registration.failed.push_back({text, json, error});
+    out.push_back(std::move(registration));
   }
   return out;
 }
@@ -266,22 +255,15 @@ std::function<void(const WarmupProgress&)> progress_bridge(const py::object& cal
 
 std::vector<DynamicRegistration> dynamic_registrations(const py::object& items) {
   if (items.is_none()) return {};
-  return to_registrations(
-      items.cast<std::vector<std::tuple<DynamicKernel*, std::string, std::vector<std::int64_t>,
-                                        std::vector<std::string>>>>());
+  return to_registrations(items.cast<std::vector<RegistrationTuple>>());
 }
 
-void bind_space(py::module_& module);   // py_space.cpp
-void bind_launch(py::module_& module);  // py_launch.cpp
+void bind_space(py::module_& module);  // py_space.cpp
 
 void bind_py_kernels(py::module_& module) {
   py::class_<DynamicKernel, std::unique_ptr<DynamicKernel, py::nodelete>>(
       module, "DynamicKernel", "a Python kernel's half in the core (zerojit.Kernel)")
       .def_property_readonly("name", &DynamicKernel::name)
-      .def_property_readonly("capsule",
-                             [](DynamicKernel& kernel) {
-                               return py::reinterpret_steal<py::object>(kernel_capsule(kernel));
-                             })
       .def("intern", &intern, py::arg("fields"), py::arg("source_path"), py::arg("files"),
            py::arg("function"), py::arg("key_as"), py::arg("macro_prefix"), py::arg("options"),
            py::arg("toolkit_headers"))
@@ -291,19 +273,6 @@ void bind_py_kernels(py::module_& module) {
       .def("slot_text", &DynamicKernel::slot_text, py::arg("slot"))
       .def("slot_json", &DynamicKernel::slot_json, py::arg("slot"))
       .def_property_readonly("slot_count", &DynamicKernel::slot_count)
-      .def(
-          "set_params",
-          [](DynamicKernel& kernel,
-             const std::vector<std::pair<std::string, std::string>>& params) {
-            std::vector<ParamKind> kinds;
-            std::vector<std::string> names;
-            for (const auto& [name, kind] : params) {
-              kinds.push_back(parse_param(kernel.name(), name, kind));
-              names.push_back(name);
-            }
-            kernel.set_params(std::move(kinds), std::move(names));
-          },
-          py::arg("params"))
       .def(
           "program",
           [](const DynamicKernel& kernel, std::int64_t slot) {
@@ -408,7 +377,6 @@ void bind_py_kernels(py::module_& module) {
   });
 
   bind_space(module);
-  bind_launch(module);
 }
 
 }  // namespace zerojit::python

@@ -75,7 +75,7 @@ std::int64_t DynamicKernel::intern(DynamicKey key, ProgramText text) {
   entry.files = std::make_unique<EmbeddedFileSet>(entry.views);
   // The program must resolve now, where the error reaches the Python caller that defined it,
   // not in a warmup worker. (Another language's source is taken as it is.)
-  if (entry.program.language == Language::cuda) {
+  if (entry_kind(entry.program.language).compiled_by_nvrtc) {
     Program check;
     check.kernel_name = name();
     check.files = entry.files.get();
@@ -101,20 +101,6 @@ std::size_t DynamicKernel::slot_count() const {
   return slots_.size();
 }
 
-void DynamicKernel::set_params(std::vector<ParamKind> kinds, std::vector<std::string> names) {
-  if (kinds.size() != names.size() || kinds.size() > static_cast<std::size_t>(kMaxKernelParams)) {
-    throw Error("kernel " + name() + ": " + std::to_string(kinds.size()) +
-                " parameters; a kernel takes at most " + std::to_string(kMaxKernelParams));
-  }
-  if (std::find(kinds.begin(), kinds.end(), ParamKind::tensor) == kinds.end()) {
-    throw Error("kernel " + name() +
-                ": the parameters hold no tensor; a launch's first CUDA tensor selects its device");
-  }
-  std::lock_guard lock(mutex_);
-  param_kinds_ = std::move(kinds);
-  param_names_ = std::move(names);
-}
-
 DynamicKernel& DynamicKernel::named(const std::string& name) {
   // Never destroyed: executors and the monitor's counters refer to the kernels until exit, and
   // no destructor order at exit could be right for a kernel Python still launches.
@@ -125,6 +111,28 @@ DynamicKernel& DynamicKernel::named(const std::string& name) {
   if (!kernel) kernel = std::make_unique<DynamicKernel>(name);
   return *kernel;
 }
+
+namespace {
+
+// A manifest entry whose warm fails as a compile does, naming the kernel, the key and the arch.
+ManifestEntry failed_entry(DynamicKernel& kernel, const FailedKey& failed) {
+  ManifestEntry entry;
+  entry.kernel = &kernel;
+  entry.key_text = failed.key_text;
+  entry.key_json = failed.key_json;
+  const std::string name = kernel.name();
+  entry.warm = [name, failed](std::string_view arch, std::span<const int>) -> WarmResult {
+    throw CompileError(name, failed.key_text, {},
+                       "kernel " + name + " [" + failed.key_text + "] for " + std::string(arch) +
+                           ": " + failed.error);
+  };
+  entry.program = [name, failed]() -> Program {
+    throw Error("kernel " + name + " [" + failed.key_text + "]: " + failed.error);
+  };
+  return entry;
+}
+
+}  // namespace
 
 void add_dynamic_registrations(WarmupRegistry& registry,
                                const std::vector<DynamicRegistration>& registrations) {
@@ -146,6 +154,9 @@ void add_dynamic_registrations(WarmupRegistry& registry,
                                };
                                entry.program = [&kernel, key] { return kernel.program(key); };
                                entries.push_back(std::move(entry));
+                             }
+                             for (const FailedKey& failed : registration.failed) {
+                               entries.push_back(failed_entry(kernel, failed));
                              }
                            });
   }

@@ -1,4 +1,4 @@
-// A kernel defined in Python (zerojit.Kernel, zerojit.TritonKernel), held by the same C++ core
+// A kernel defined in Python (zerojit.Kernel, TritonKernel, CuteKernel), held by the same C++ core
 // as every C++ kernel: the executor cache, the artifact tiers, the monitor and the warmup
 // registry.
 //
@@ -50,12 +50,9 @@ struct ProgramText {
   // A Triton program: its source as the identity sees it in `files`, the function's qualified
   // name in `function`, and the specialization (signature, constexprs, attributes, options) in
   // `compile_request` (program.hpp).
-  Language language = Language::cuda;
+  Language language = kNvrtcLanguage;
   std::string compile_request;
 };
-
-// Kernel parameter kinds, in the order the plan's arguments come (zerojit.Kernel.params).
-enum class ParamKind : std::uint8_t { tensor, i32, i64, u32, u64, f32, f64, boolean, pointer };
 
 class DynamicKernel final : public JitKernel<DynamicKernel, KeySlot, CallDescriptors> {
  public:
@@ -71,11 +68,6 @@ class DynamicKernel final : public JitKernel<DynamicKernel, KeySlot, CallDescrip
   std::string slot_text(std::int64_t slot) const;
   std::string slot_json(std::int64_t slot) const;
   std::size_t slot_count() const;
-
-  // The parameter list every launch packs (set once by the Python kernel).
-  void set_params(std::vector<ParamKind> kinds, std::vector<std::string> names);
-  const std::vector<ParamKind>& param_kinds() const { return param_kinds_; }
-  const std::vector<std::string>& param_names() const { return param_names_; }
 
   // The kernel of this name, made on first use and alive for the process (a launch in flight
   // or a warmed executor may refer to it at any time, as to a C++ kernel's singleton).
@@ -96,16 +88,25 @@ class DynamicKernel final : public JitKernel<DynamicKernel, KeySlot, CallDescrip
 
   mutable std::mutex mutex_;  // guards slots_; a Slot never moves once made (views into it)
   std::vector<std::unique_ptr<Slot>> slots_;
-  std::vector<ParamKind> param_kinds_;
-  std::vector<std::string> param_names_;
 };
 
-// One Python kernel's registration for a warmup: its interned keys and dead axes.
+// A key whose program Python could not build (a broken program(), a missing fake or constexpr),
+// or a space it could not expand: a failed key of the warmup, as a compile error is, naming
+// the kernel, the key and the arch; the other keys still warm.
+struct FailedKey {
+  std::string key_text;
+  std::string key_json;
+  std::string error;
+};
+
+// One Python kernel's registration for a warmup: its interned keys, the keys that failed before
+// they could be interned, and its dead axes.
 struct DynamicRegistration {
   DynamicKernel* kernel = nullptr;
   std::string tag;
   std::vector<std::int64_t> slots;
   std::vector<std::string> dead_axes;
+  std::vector<FailedKey> failed;
 };
 
 void add_dynamic_registrations(WarmupRegistry& registry,

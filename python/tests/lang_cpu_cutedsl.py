@@ -11,6 +11,7 @@ import os
 import shutil
 import stat
 import tempfile
+import textwrap
 import unittest
 
 import cute_test_owners as owners  # noqa: E402
@@ -119,6 +120,20 @@ def fake(shape, dtype=(KDL_FLOAT, 32, 1), offset=0):
     return tensor
 
 
+# A compile of a kernel zerojit does not own: the guard tests' compile_foreign().
+FOREIGN_COMPILE = """
+import cutlass
+import cutlass.cute as cute
+from cutlass.cute import runtime
+import cute_test_kernels as kernels
+
+def compile_foreign():
+    tensors = [runtime.make_fake_compact_tensor(cutlass.Float32, (1024,)) for _ in range(3)]
+    return cute.compile(kernels.scaled_add, *tensors, cutlass.Float32(0),
+                        runtime.make_fake_stream(), options="--gpu-arch sm_90a")
+"""
+
+
 @NEEDS_DSL
 class Guard(unittest.TestCase):
     """cute.compile calls of kernels zerojit does not own, seen by the monitor once armed."""
@@ -128,18 +143,30 @@ class Guard(unittest.TestCase):
         # DSL is imported afterwards, as in an engine that imports zerojit early.
         result = run_python(
             lang_support.guard_code(
-                """
-            import cutlass
-            import cutlass.cute as cute
-            from cutlass.cute import runtime
-            import cute_test_kernels as kernels
+                FOREIGN_COMPILE,
+                "cutedsl_guard",
+                "cutedsl.foreign",
+            ),
+            env={"CUTE_DSL_ARCH": "sm_90a"},
+        )
+        lang_support.assert_guard_refused(self, result, "scaled_add")
 
-            def compile_foreign():
-                tensors = [runtime.make_fake_compact_tensor(cutlass.Float32, (1024,))
-                           for _ in range(3)]
-                return cute.compile(kernels.scaled_add, *tensors, cutlass.Float32(0),
-                                    runtime.make_fake_stream(), options="--gpu-arch sm_90a")
-        """,
+    def test_the_guard_is_installed_when_lookups_come_before_the_import(self):
+        # zerojit's own code looks the DSL up (its version, its runtime library) without
+        # importing it; the import that follows must still install the guard.
+        result = lang_support.run_python(
+            None,
+            lang_support.guard_code(
+                textwrap.dedent(
+                    """
+                import importlib.util
+                zerojit.cute_kernels.cutedsl_version()
+                zerojit.cute_kernels._runtime_library()
+                assert importlib.util.find_spec("cutlass") is not None
+                assert "cutlass" not in sys.modules
+                """
+                )
+                + FOREIGN_COMPILE,
                 "cutedsl_guard",
                 "cutedsl.foreign",
             ),

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 import unittest
 
 import zerojit
@@ -512,6 +513,21 @@ class CallChecks(unittest.TestCase):
         self.assertEqual(after["misses"], before["misses"])
 
 
+# A direct triton.compile of a kernel zerojit does not own: the guard tests' compile_foreign().
+FOREIGN_COMPILE = """
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+import triton_test_kernels as kernels
+
+def compile_foreign():
+    source = ASTSource(kernels.row_sum, {"x_ptr": "*fp32", "out_ptr": "*fp32", "cols": "i32",
+                                         "row_stride": "i32", "BLOCK_COLS": "constexpr"},
+                       {"BLOCK_COLS": 64})
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32))
+"""
+
+
 @NEEDS_TRITON
 class Guard(unittest.TestCase):
     """Triton compiles of kernels zerojit does not own, seen by the monitor once armed."""
@@ -519,23 +535,34 @@ class Guard(unittest.TestCase):
     def test_a_direct_triton_compile_is_refused_in_error_mode_and_counted(self):
         result = run_python(
             lang_support.guard_code(
-                """
-            import triton
-            from triton.backends.compiler import GPUTarget
-            from triton.compiler import ASTSource
-            import triton_test_kernels as kernels
-
-            def compile_foreign():
-                source = ASTSource(kernels.row_sum, {"x_ptr": "*fp32", "out_ptr": "*fp32",
-                                                     "cols": "i32", "row_stride": "i32",
-                                                     "BLOCK_COLS": "constexpr"},
-                                   {"BLOCK_COLS": 64})
-                return triton.compile(source, target=GPUTarget("cuda", 90, 32))
-        """,
+                FOREIGN_COMPILE,
                 "triton_guard",
                 "triton.foreign",
             ),
             env={"TRITON_ALWAYS_COMPILE": "1"},
+        )
+        lang_support.assert_guard_refused(self, result, "row_sum")
+
+    def test_the_guard_is_installed_when_a_lookup_comes_before_the_import(self):
+        # zerojit's own warmup looks Triton up (find_spec, to read its version) without
+        # importing it; the import that follows must still install the guard.
+        result = lang_support.run_python(
+            None,
+            lang_support.guard_code(
+                textwrap.dedent(
+                    """
+                import importlib.util
+                assert importlib.util.find_spec("triton") is not None
+                zerojit.triton_kernels.triton_version("sm_90a")
+                assert "triton" not in sys.modules
+                """
+                )
+                + FOREIGN_COMPILE,
+                "triton_guard",
+                "triton.foreign",
+            ),
+            env={"TRITON_ALWAYS_COMPILE": "1"},
+            timeout=900,
         )
         lang_support.assert_guard_refused(self, result, "row_sum")
 

@@ -25,9 +25,9 @@ def environment(env=None):
 
 
 def run_python(owners, code, env=None, timeout=900):
-    """`code` in a fresh interpreter where `owners` (a module name) is imported as `owners`; its
-    result is the JSON document it prints last."""
-    prelude = f"import json, sys, zerojit, {owners} as owners\n"
+    """`code` in a fresh interpreter where `owners` (a module name; None: none) is imported as
+    `owners`; its result is the JSON document it prints last."""
+    prelude = "import json, sys, zerojit\n" + (f"import {owners} as owners\n" if owners else "")
     done = subprocess.run(
         [sys.executable, "-c", prelude + textwrap.dedent(code)],
         capture_output=True,
@@ -90,6 +90,9 @@ def assert_guard_refused(test, result, function):
     """What guard_code printed: one refusal naming `function`, two compiles counted."""
     test.assertIsNotNone(result["refused"])
     test.assertIn(function, result["refused"])
+    # The advice fits a kernel zerojit does not own: it has no warmup space to widen.
+    test.assertIn("not zerojit's", result["refused"])
+    test.assertNotIn("warmup space of this kernel", result["refused"])
     test.assertEqual(result["counters"]["compiles"], 2)
     test.assertEqual(result["counters"]["runtime_jit"], 1)
 

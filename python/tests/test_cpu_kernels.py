@@ -540,37 +540,71 @@ class WarmupInterruptTest(unittest.TestCase):
         self.assertLess(max(done, default=1), 10, out)
 
 
+class Planned(zerojit.Kernel):
+    """A kernel whose plan the tests bend: what it returns is what `Planned.launch` says."""
+
+    name = "test.planned"
+    Key = MacroKey
+    params = (("n", "i64"), ("x", "tensor"))
+    launch = None
+
+    def dispatch(self, x):
+        return MacroKey(128, True, "plus", x.dtype)
+
+    def program(self, key):
+        return Program(
+            source='extern "C" __global__ void k(long long n, float* x) {}',
+            function="k",
+            key_as="none",
+        )
+
+    def plan(self, key, n, x):
+        return Planned.launch or Launch(grid=1, block=256, args=(n, x))
+
+
 class LaunchErrorTest(unittest.TestCase):
-    def test_host_tensors_are_refused_by_name(self):
+    """Bad calls are refused by the one call path before anything is launched, naming the
+    kernel and the argument."""
+
+    def setUp(self):
         try:
             import numpy
         except ImportError:
             self.skipTest("numpy is not installed")
-        kernel = user_kernel.Axpby()
-        slot = kernel.slot(user_kernel.AxpbyKey(DType.f32, 1))
-        x = numpy.zeros(4, numpy.float32)
+        self.host = numpy.zeros(4, numpy.float32)
+        Planned.launch = None
+
+    def test_host_tensors_are_refused_by_name(self):
+        x = self.host
         with self.assertRaises(zerojit.InvalidArgument) as raised:
-            zerojit._core.launch(kernel._capsule, slot, 1, 256, 0, None, (x, x, x, 1.0, 1.0, 4))
+            user_kernel.Axpby()(x, x, x, 1.0, 1.0)
         self.assertEqual((raised.exception.kernel, raised.exception.argument), ("user.axpby", "x"))
         self.assertIn("must be a CUDA tensor", str(raised.exception))
-        with self.assertRaisesRegex(zerojit.InvalidArgument, "tuple of 6 arguments"):
-            zerojit._core.launch(kernel._capsule, slot, 1, 256, 0, None, (x,))
+        kernel = Planned()
+        Planned.launch = Launch(grid=1, block=256, args=(x,))
+        with self.assertRaisesRegex(zerojit.InvalidArgument, "tuple of 2 arguments"):
+            kernel(4, x)
+        Planned.launch = Launch(grid=(1, 1, 1, 1), block=256, args=(4, x))
         with self.assertRaisesRegex(zerojit.InvalidArgument, "grid.*tuple of 1 to 3"):
-            zerojit._core.launch(kernel._capsule, slot, (1, 1, 1, 1), 256, 0, None, ())
-        macros = MacroKernel()
-        macro_slot = macros.slot(macros.dispatch(TensorDesc.contiguous(DType.f32, (4,))))
-        with self.assertRaisesRegex(zerojit.InvalidArgument, r"'n'.*must be an int"):
-            zerojit._core.launch(macros._capsule, macro_slot, 1, 256, 0, None, ("four", x))
-        with self.assertRaises(ValueError):  # not a kernel capsule
-            zerojit._core.launch(object(), slot, 1, 256, 0, None, ())
+            kernel(4, x)
+        Planned.launch = Launch(grid=1, block=256, args=("four", x))
+        with self.assertRaisesRegex(zerojit.InvalidArgument, r"'n'.*got str"):
+            kernel(4, x)
+        Planned.launch = "not a launch"
+        with self.assertRaisesRegex(zerojit.InvalidArgument, "plan.*not zerojit.Launch"):
+            kernel(4, x)
+
+    def test_a_call_passes_exactly_its_parameters(self):
+        kernel = Planned()
+        with self.assertRaisesRegex(zerojit.InvalidArgument, r"takes 2 arguments \(n, x\), got 1"):
+            kernel(self.host)
+        with self.assertRaisesRegex(TypeError, "no keyword 'x'"):
+            kernel(4, x=self.host)
 
     def test_unsigned_params_take_any_integer_type(self):
         # Before: a u32 / u64 parameter took only a Python int (numpy.uint32(5) was refused as
         # "must be an int"), while the signed kinds took anything with __index__.
-        try:
-            import numpy
-        except ImportError:
-            self.skipTest("numpy is not installed")
+        import numpy
 
         class Unsigned(zerojit.Kernel):
             name = "test.unsigned_params"
@@ -588,23 +622,15 @@ class LaunchErrorTest(unittest.TestCase):
                     macro_prefix="T_",
                 )
 
+            def plan(self, key, n, x):
+                return Launch(grid=1, block=256, args=(n, x))
+
         kernel = Unsigned()
-        slot = kernel.slot(kernel.dispatch(TensorDesc.contiguous(DType.f32, (4,))))
-        x = numpy.zeros(4, numpy.float32)
-
-        def launch(n):
-            zerojit._core.launch(kernel._capsule, slot, 1, 256, 0, None, (n, x))
-
+        x = self.host
         for n in (5, numpy.uint32(5), numpy.int64(7), 2**32 - 1):
-            # n is packed, so the error is the next parameter's (a host tensor).
+            # n is read, so the error is the next parameter's (a host tensor).
             with self.assertRaisesRegex(zerojit.InvalidArgument, "'x'.*must be a CUDA tensor"):
-                launch(n)
-        with self.assertRaisesRegex(zerojit.InvalidArgument, r"'n'.*\[0, 4294967295\].*range"):
-            launch(2**32)
-        with self.assertRaisesRegex(zerojit.InvalidArgument, r"'n'.*\[0, 4294967295\].*range"):
-            launch(numpy.int64(-1))
-        with self.assertRaisesRegex(zerojit.InvalidArgument, r"'n'.*got float"):
-            launch(1.5)
+                kernel(n, x)
 
 
 class HooksTest(unittest.TestCase):

@@ -39,8 +39,8 @@ from ._warmup import (
     warmup_kernels,
 )
 from . import hooks
-from .kernels import DType, Kernel, Launch, Program, TensorDesc
-from .triton_kernels import TritonKernel, TritonProgram
+from .kernels import DType, Geometry, Kernel, Launch, Program, TensorDesc
+from .triton_kernels import SUPPORTED_TRITON, TritonKernel, TritonProgram
 from .cute_kernels import CuteKernel, CuteProgram, CuteTensor
 from .spaces import Space, next_power_of_two
 from .torch_kernels import torch_op
@@ -108,11 +108,13 @@ __all__ = [
     "UnavailableError",
     "WarmupError",
     "DType",
+    "Geometry",
     "Kernel",
     "Launch",
     "Program",
     "Space",
     "TensorDesc",
+    "SUPPORTED_TRITON",
     "TritonKernel",
     "TritonProgram",
     "CuteKernel",

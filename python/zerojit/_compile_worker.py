@@ -30,23 +30,69 @@ _SCRATCH_POINTERS = 2
 
 
 class RequestError(Exception):
-    """A request this worker cannot serve; the message says why."""
+    """A request this worker cannot serve; the message says why, `log` (when set) the traceback
+    behind it."""
+
+    def __init__(self, message, log=""):
+        super().__init__(message)
+        self.log = log
+
+
+# The compilers a zygote preloads, by top-level module: what messages call them and how to
+# install them.
+_COMPILERS = {
+    "triton": ("Triton", "pip install triton==3.6.0"),
+    "cutlass": ("CuTeDSL (nvidia-cutlass-dsl)", "pip install nvidia-cutlass-dsl==4.8.1"),
+}
+
+# Terminal escape sequences (CSI such as colours, OSC such as links, and the short ones), which
+# compilers put in their messages (CuTeDSL colours its errors even into a pipe): reports, logs
+# and JSON documents keep plain text.
+_ESCAPES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[ -/]*[0-~])")
+
+
+def _plain(text):
+    return _ESCAPES.sub("", text) if text else text
+
+
+def _where(error):
+    """' (at file:line: code)' for the line an exception was raised at: the last frame of its
+    traceback, or the line a SyntaxError names; '' when neither is known."""
+    if isinstance(error, SyntaxError) and error.filename:
+        file, line, code = error.filename, error.lineno, error.text
+    else:
+        frames = traceback.extract_tb(error.__traceback__)
+        if not frames:
+            return ""
+        file, line, code = frames[-1].filename, frames[-1].lineno, frames[-1].line
+    code = (code or "").strip()
+    return f" (at {file}:{line}" + (f": {code}" if code else "") + ")"
 
 
 def _function(request):
     """The @triton.jit (or @cute.jit) function a request names, imported here."""
     module_name, qualname, file = request["module"], request["qualname"], request.get("file")
-    if module_name == "__main__":
-        # The parent's script, under another name: its `if __name__ == "__main__":` block does
-        # not run here.
-        if not file:
-            raise RequestError("the kernel's module is __main__ and its file is unknown")
-        spec = importlib.util.spec_from_file_location("__zerojit_main__", file)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["__zerojit_main__"] = module
-        spec.loader.exec_module(module)
-    else:
-        module = importlib.import_module(module_name)
+    if module_name == "__main__" and not file:
+        raise RequestError("the kernel's module is __main__ and its file is unknown")
+    try:
+        if module_name == "__main__":
+            # The parent's script, under another name: its `if __name__ == "__main__":` block
+            # does not run here.
+            spec = importlib.util.spec_from_file_location("__zerojit_main__", file)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules["__zerojit_main__"] = module
+            spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(module_name)
+    except Exception as error:
+        # Said as the module's failure, at the line that raised it: "No module named 'torch'"
+        # alone does not say that it is the kernel's module that imports it.
+        what = f"{module_name} ({file})" if module_name == "__main__" else module_name
+        raise RequestError(
+            f"importing the kernel's module {what} failed: {type(error).__name__}: "
+            f"{error}{_where(error)}",
+            traceback.format_exc(),
+        ) from None
     try:
         return getattr(module, qualname)
     except AttributeError:
@@ -254,13 +300,20 @@ def _serve(request):
     try:
         return {"ok": True, **operation(request)}
     except RequestError as error:
-        return {"ok": False, "type": "RequestError", "error": str(error)}
+        return {
+            "ok": False,
+            "type": "RequestError",
+            "error": _plain(str(error)),
+            "log": _plain(error.log),
+        }
     except Exception as error:  # the compiler's own failure, reported with its traceback
         return {
             "ok": False,
             "type": type(error).__name__,
-            "error": str(error) or repr(error),
-            "log": traceback.format_exc(),
+            # Stripped too: CuTeDSL's text starts with a newline, and a report's one-line
+            # summary (WarmupError's) is the first line.
+            "error": _plain(str(error) or repr(error)).strip(),
+            "log": _plain(traceback.format_exc()),
         }
 
 
@@ -287,12 +340,34 @@ def serve(channel):
         channel.sendall(_HEADER.pack(len(reply)) + reply)
 
 
+def _preload_failure(name, error):
+    """Why a zygote cannot compile: the compiler module `name` did not import (`error`), said of
+    the interpreter the workers run, which may not be the one the parent's checks looked at."""
+    root = name.partition(".")[0]
+    compiler, install = _COMPILERS.get(root, (root, f"install {root}"))
+    interpreter = sys.executable or "this Python"
+    if isinstance(error, ModuleNotFoundError) and error.name == root:
+        return (
+            f"{compiler} is not installed for {interpreter}, the interpreter the compile workers "
+            f"run (import {name}: {error}); {install} into that interpreter"
+        )
+    return (
+        f"{compiler} cannot be imported by {interpreter}, the interpreter the compile workers "
+        f"run: import {name} failed: {type(error).__name__}: {error}{_where(error)}"
+    )
+
+
 def zygote(fd):
     """Imports the compilers once, then forks a worker for every socket the parent sends
     (zerojit._workers), until the parent closes the control socket."""
     control = socket.socket(fileno=fd)
+    failure = None
     for name in json.loads(os.environ.get("ZEROJIT_WORKER_PRELOAD", "[]")):
-        importlib.import_module(name)
+        try:
+            importlib.import_module(name)
+        except Exception as error:
+            failure = _plain(_preload_failure(name, error)).encode("utf-8", "replace")
+            break
     scratch = os.environ.get("ZEROJIT_WORKER_SCRATCH") or "."
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # workers are reaped by the system
     while True:
@@ -302,6 +377,13 @@ def zygote(fd):
             return 0
         if not message or not fds:
             return 0
+        if failure is not None:
+            # No worker can compile: every fork request is answered with why (pid -1, then the
+            # text), which zerojit._workers raises, and the zygote stays to answer the next.
+            for descriptor in fds:
+                os.close(descriptor)
+            control.sendall(_PID.pack(-1) + _HEADER.pack(len(failure)) + failure)
+            continue
         pid = os.fork()
         if pid == 0:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the compilers wait for ptxas

@@ -4,16 +4,17 @@ with the compile request the language makes of it, the call arguments dispatch (
 by name, and the compile of a key in a worker process.
 
 A language's owner sets the class attributes below and defines ``_specialize(key_text,
-program)`` (the request and the call's argument specs) and ``_set_spec(slot, spec)`` (hands the
-specs to its C launcher).
+program)`` (the request and the call's argument specs, which the base hands to the call path)
+and ``_resolve(args)`` (a new call's slot and geometry).
 """
 
 import inspect
 import json
 
-from . import _kernel_source, _workers
+from . import _core, _kernel_source, _workers
 from ._errors import CompileError, InvalidArgument
 from ._owner import KernelOwner
+from ._types import TensorDesc
 
 __all__ = [
     "FunctionKernel",
@@ -50,6 +51,8 @@ class FunctionKernel(KernelOwner):
         raise NotImplementedError(f"kernel {self.name}: define program()")
 
     # --- What the base provides ----------------------------------------------------------------
+    __call__ = _core.kernel_call_method
+
     @property
     def runtime_params(self):
         """The call's parameters: the function's parameters but its constexprs (and stream)."""
@@ -79,6 +82,28 @@ class FunctionKernel(KernelOwner):
             names.append(param.name)
         return tuple(names)
 
+    def _make_launcher(self, seen_names):
+        """The kernel's call path: its call takes the runtime parameters in order, and the
+        ones in `seen_names` (what dispatch and the geometry read) key its memo."""
+        runtime = list(self._source.runtime_params)
+        self._seen_names = tuple(seen_names)
+        self._launcher = _core.kernel_call(
+            self._core,
+            self._language,
+            runtime,
+            len(runtime),
+            [param in seen_names for param in runtime],
+            self._resolve,
+        )
+
+    def _seen(self, args):
+        """The call arguments dispatch and the geometry read: tensors as TensorDesc."""
+        return {
+            param: value if is_scalar(value) else TensorDesc.of(value)
+            for param, value in zip(self._source.runtime_params, args)
+            if param in self._seen_names
+        }
+
     def _intern(self, key, fields):
         program = self.program(key)
         if not isinstance(program, self._program_type):
@@ -107,12 +132,13 @@ class FunctionKernel(KernelOwner):
         raise NotImplementedError
 
     def _set_spec(self, slot, spec):
-        raise NotImplementedError
+        _core.kernel_call_set_spec(self._launcher, slot, json.dumps(spec))
 
 
 def is_scalar(value):
-    """Whether a call value reaches dispatch as itself (else as a TensorDesc)."""
-    return value is None or isinstance(value, (bool, int, float))
+    """Whether a call value reaches dispatch as itself (else, a DLPack producer, as a
+    TensorDesc): None, bools, ints, floats and numpy's scalars."""
+    return not hasattr(value, "__dlpack__")
 
 
 def check_program_names(fail, source, named, constexprs, constexpr_kind):

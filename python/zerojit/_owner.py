@@ -74,6 +74,7 @@ class KernelOwner:
         )
         self._core = _core.dynamic_kernel(name)
         self._slots = {}
+        self._keys = {}  # slot -> key
         self._setup_owner()
         KernelOwner._names[name] = cls
 
@@ -110,6 +111,7 @@ class KernelOwner:
             fields.append((field, kind, _field_value(self.name, field, kind, value)))
         slot = self._intern(key, fields)
         self._slots[key] = slot
+        self._keys[slot] = key
         return slot
 
     def key_text(self, key):

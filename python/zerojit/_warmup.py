@@ -1,6 +1,7 @@
 """Model and serving configurations, manifests and warmup of the DSv4 kernel family and of
 the registered Python kernels (zerojit.Kernel), in one compile pool."""
 
+import dataclasses
 import json
 import os
 
@@ -64,10 +65,41 @@ def _expanded(kernels=None):
     for kernel, tag, space in _registrations:
         if selected is not None and id(kernel) not in selected:
             continue
-        expansion = kernel.expand(space)
-        slots = [kernel.slot(key) for key in expansion.keys]
-        out.append((kernel._core, tag, slots, expansion.dead_axes))
+        slots, failed, dead_axes = [], [], []
+        try:
+            expansion = kernel.expand(space)
+            dead_axes = expansion.dead_axes
+        except Exception as error:  # the whole space: one failed "key" naming the kernel
+            failed.append(("warmup space", "{}", _failure_text("its warmup space", error)))
+            expansion = None
+        for key in expansion.keys if expansion is not None else ():
+            try:
+                slots.append(kernel.slot(key))
+            except Exception as error:  # this key's program: the other keys still warm
+                failed.append((_key_text(key), _key_json(key), _failure_text("program()", error)))
+        out.append((kernel._core, tag, slots, dead_axes, failed))
     return out
+
+
+def _failure_text(what, error):
+    text = str(error) or type(error).__name__
+    return f"{what} failed: {type(error).__name__}: {text}"
+
+
+def _key_fields(key):
+    return {
+        field.name: getattr(getattr(key, field.name), "value", getattr(key, field.name))
+        for field in dataclasses.fields(key)
+    }
+
+
+def _key_text(key):
+    """The key as the core would print it, for a key that never reached the core."""
+    return ", ".join(f"{name}={value}" for name, value in _key_fields(key).items())
+
+
+def _key_json(key):
+    return json.dumps(_key_fields(key))
 
 
 def kernel_manifest(kernels=None):

@@ -109,11 +109,19 @@ class _Zygote:
     def fork(self):
         """A new worker: (pid, the parent's end of its socket)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        why = None
         try:
             with self.lock:
                 socket.send_fds(self.control, [b"f"], [theirs.fileno()])
                 deadline = time.monotonic() + _START_SECONDS
                 (pid,) = _PID.unpack(_receive(self.control, _PID.size, deadline, "a fork"))
+                if pid < 0:
+                    # The zygote could not import its compiler: it says why (the compiler not
+                    # installed for the interpreter the workers run, and which interpreter).
+                    (size,) = _HEADER.unpack(
+                        _receive(self.control, _HEADER.size, deadline, "a fork")
+                    )
+                    why = _receive(self.control, size, deadline, "a fork")
         except (OSError, EOFError, TimeoutError) as error:
             ours.close()
             raise WorkerFailure(
@@ -123,6 +131,9 @@ class _Zygote:
             ) from None
         finally:
             theirs.close()
+        if why is not None:
+            ours.close()
+            raise WorkerFailure(why.decode("utf-8", "replace"))
         return pid, ours
 
     def failure(self, what):

@@ -38,9 +38,8 @@ from ._function_owner import (
     check_constexpr_values,
     check_program_names,
     compile_in_worker,
-    is_scalar,
 )
-from ._types import DType, TensorDesc
+from ._types import DType
 
 __all__ = ["CuteKernel", "CuteProgram", "CuteTensor", "cutedsl_version"]
 
@@ -117,30 +116,21 @@ class CuteKernel(FunctionKernel):
                 name,
                 "fn",
             )
-        runtime = self._source.runtime_params
         self._dispatch_names = self._call_names(self.dispatch, "dispatch")
-        memoized = [param in self._dispatch_names for param in runtime]
-        self._launcher = _core.cute_launcher(self._core, list(runtime), memoized, self._resolve)
+        self._make_launcher(set(self._dispatch_names))
         install_compiler()
 
     # --- What the base provides ----------------------------------------------------------------
     # kernel(*args, stream=None): checks the call against its key's specialization, fills the
-    # exported entry's arguments and runs it; returns None. In C (cute_call.cpp).
-    __call__ = _core.cute_call_method
+    # exported entry's arguments and runs it; returns None. In C, the call path of every
+    # Python-defined kernel (python/src/kernel_call.cpp).
 
     def _resolve(self, args):
-        seen = {
-            param: value if is_scalar(value) else TensorDesc.of(value)
-            for param, value in zip(self._source.runtime_params, args)
-            if param in self._dispatch_names
-        }
-        return self.slot(self.dispatch(**seen))
+        seen = self._seen(args)
+        return self.slot(self.dispatch(**{n: seen[n] for n in self._dispatch_names})), None
 
     def _specialize(self, key_text, program):
         return _specialize(self.name, key_text, self._source, program)
-
-    def _set_spec(self, slot, spec):
-        _core.cute_set_spec(self._launcher, slot, spec)
 
 
 def _tensor_spec(fail, name, tensor):
@@ -193,20 +183,7 @@ def _tensor_spec(fail, name, tensor):
         "stride_bytes": 8,
         "assumed_align": tensor.assumed_align,
     }
-    spec = (
-        "tensor",
-        name,
-        dtype,
-        entry["shape"],
-        list(order),
-        tensor.divisibility,
-        shape_bytes,
-        dynamic_strides,
-        8,
-        tensor.assumed_align,
-        "",
-    )
-    return entry, spec
+    return entry, dict(entry, name=name)
 
 
 def _specialize(kernel, key_text, source, program):
@@ -220,7 +197,7 @@ def _specialize(kernel, key_text, source, program):
     request_arguments, spec = {}, []
     for name, kind in source.params:
         if kind == "stream":
-            spec.append(("stream", name, "", [], [], 1, 4, [], 8, 1, ""))
+            spec.append({"kind": "stream", "name": name})
         elif kind == "runtime":
             if name not in arguments:
                 fail(name, f"the runtime parameter '{name}' has no fake in the program's arguments")
@@ -230,7 +207,7 @@ def _specialize(kernel, key_text, source, program):
                 spec.append(entry)
             elif value in _SCALARS:
                 request_arguments[name] = {"kind": "scalar", "type": value}
-                spec.append(("scalar", name, "", [], [], 1, 4, [], 8, 1, value))
+                spec.append({"kind": "scalar", "name": name, "type": value})
             else:
                 fail(
                     name,
@@ -330,5 +307,5 @@ def install_compiler():
         _core.set_language_compiler("cutedsl", cutedsl_version, _compile)
         library = _runtime_library()
         if library is not None:
-            _core.set_cute_dsl_runtime(library)
+            _core.set_host_runtime_library("cutedsl", library)
         _installed = True

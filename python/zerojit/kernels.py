@@ -4,30 +4,36 @@ A kernel is a subclass of ``zerojit.Kernel`` that declares, as a C++ owner does:
 
 * ``name``: the kernel's name (in the identity, messages, the monitor and the manifest);
 * ``Key``: a frozen dataclass of what the code specializes on (int, bool, str, ``DType``);
-* ``params``: the kernel function's parameters, ``(("x", "tensor"), ("n", "i64"), ...)``;
-* ``dispatch(*descriptors) -> Key``: pure, over the call's first arguments (as many as
-  dispatch takes): a tensor (torch, or any DLPack producer) as its ``TensorDesc``, a scalar (a
-  mode flag, a size) as its value; the memo of dispatch's results is keyed by both;
+* ``params``: the kernel function's parameters, ``(("x", "tensor"), ("n", "i64"), ...)``: a
+  call passes exactly these, in this order;
+* ``dispatch(**arguments) -> Key``: pure; its parameters name the ``params`` it looks at (a
+  tensor, of torch or any DLPack producer, seen as its ``TensorDesc``; a scalar, a mode flag or
+  a size, as its value); calls and warmup bind them by name;
 * ``program(key) -> Program``: the CUDA source and the function to compile, with the key
   rendered as template arguments (default) or macros, exactly as the C++ core renders a key;
-* ``plan(key, *args) -> Launch``: grid, block, shared memory and the argument tuple;
+* ``geometry(key, **arguments) -> Geometry``: grid, block and shared memory, pure as dispatch
+  (the fast path: memoized with dispatch, the arguments packed in C++ by their kinds); or, for
+  a launch that needs arbitrary Python on every call, ``plan(key, *args) -> Launch`` (the slow
+  path: the call then takes plan's arguments);
 * ``warmup_space() -> Space`` (optional): the descriptors a configuration can produce.
 
 Keys are interned into the C++ core the first time they are seen (here, with the GIL held);
 compiles then run in C++ without the GIL, in the same warmup pool as the C++ kernels, through
-the same executor cache, disk cache and monitor. See docs/PYTHON.md ("your kernel in 15
-minutes").
+the same executor cache, disk cache and monitor. A call goes through the one C++ call path of
+every Python-defined kernel (as a Triton or CuTeDSL kernel's). See docs/PYTHON.md ("your
+kernel in 15 minutes").
 """
 
 import dataclasses
 import inspect
-import numbers
+import json
 import os
 import re
 import typing
 
 from . import _core
 from ._errors import InvalidArgument
+from ._function_owner import is_scalar
 from ._owner import KernelOwner
 from ._types import DType, TensorDesc
 from .spaces import Space, next_power_of_two
@@ -37,6 +43,7 @@ __all__ = [
     "TensorDesc",
     "Program",
     "Launch",
+    "Geometry",
     "Kernel",
     "Space",
     "next_power_of_two",
@@ -110,11 +117,13 @@ class Launch(typing.NamedTuple):
     result: typing.Any = None
 
 
-_DISPATCH_MEMO = 4096  # descriptor tuples remembered per kernel
+class Geometry(typing.NamedTuple):
+    """What geometry() returns: grid and block (an int or a tuple of up to 3) and the dynamic
+    shared memory in bytes."""
 
-
-def _is_scalar(value):
-    return value is None or isinstance(value, numbers.Number)
+    grid: typing.Any
+    block: typing.Any
+    shared_memory: int = 0
 
 
 _PARAM_KINDS = ("tensor", "i32", "i64", "u32", "u64", "f32", "f64", "bool", "pointer")
@@ -137,51 +146,125 @@ class Kernel(KernelOwner):
                     "params",
                 )
             params.append((str(entry[0]), entry[1]))
-        self._core.set_params(params)
-        self._capsule = self._core.capsule
-        self._dispatched = {}  # descriptors -> (key, slot)
-        dispatch_params = inspect.signature(self.dispatch).parameters.values()
-        self._described = sum(
-            1 for p in dispatch_params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        if not any(kind == "tensor" for _, kind in params):
+            raise InvalidArgument(
+                f"kernel {name}: the parameters hold no tensor; a launch's first CUDA tensor "
+                "selects its device",
+                name,
+                "params",
+            )
+        self._param_names = tuple(param for param, _ in params)
+        self._params_json = json.dumps(params)
+        has_geometry = type(self).geometry is not Kernel.geometry
+        has_plan = type(self).plan is not Kernel.plan
+        if has_geometry and has_plan:
+            raise InvalidArgument(
+                f"kernel {name}: define geometry() or plan(), not both", name, "plan"
+            )
+        self._dispatch_names = _named(self, self.dispatch, "dispatch", self._param_names)
+        if has_plan:
+            self._make_planned_launcher()
+        else:
+            self._geometry_names = (
+                _named(self, self.geometry, "geometry", self._param_names, skip=1)
+                if has_geometry
+                else ()
+            )
+            seen = set(self._dispatch_names) | set(self._geometry_names)
+            self._call_names = self._param_names
+            self._call_defaults = {}
+            self._launcher = _core.kernel_call(
+                self._core,
+                "cuda",
+                list(self._param_names),
+                len(self._param_names),
+                [param in seen for param in self._param_names],
+                self._resolve,
+            )
+
+    def _make_planned_launcher(self):
+        """The call of an owner that plans every launch in Python: it takes plan()'s
+        parameters after the key (those with defaults may be left out)."""
+        name = self.name
+        signature = list(inspect.signature(self.plan).parameters.values())[1:]
+        if any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in signature):
+            raise InvalidArgument(
+                f"kernel {name}: plan(key, ...) takes its arguments by position (no *args, "
+                "**kwargs or keyword-only parameters)",
+                name,
+                "plan",
+            )
+        self._call_names = tuple(p.name for p in signature)
+        self._call_defaults = {p.name: p.default for p in signature if p.default is not p.empty}
+        for argument in self._dispatch_names:
+            if argument not in self._call_names:
+                raise InvalidArgument(
+                    f"kernel {name}: dispatch() takes '{argument}', which plan() does not "
+                    f"({', '.join(self._call_names)}): a call binds both by name",
+                    name,
+                    "dispatch",
+                )
+        self._geometry_names = ()
+        self._launcher = _core.kernel_call(
+            self._core,
+            "cuda",
+            list(self._call_names),
+            len(self._call_names) - len(self._call_defaults),
+            [param in self._dispatch_names for param in self._call_names],
+            self._resolve,
+            self._plan_call,
+            list(self._param_names),
         )
 
     # --- What the owner writes ----------------------------------------------------------------
     def program(self, key):
         raise NotImplementedError(f"kernel {self.name}: define program()")
 
+    def geometry(self, key, **arguments):
+        """The launch geometry of a call: pure, over the parameters it names (tensors as
+        TensorDesc), memoized with dispatch. The fast path: the call's arguments are the
+        kernel's ``params``, packed by their kinds."""
+        raise NotImplementedError(f"kernel {self.name}: define geometry() or plan()")
+
     def plan(self, key, *args):
-        raise NotImplementedError(f"kernel {self.name}: define plan()")
+        """The slow path, for a launch that needs arbitrary Python on every call (outputs
+        allocated here, a result computed): returns a Launch."""
+        raise NotImplementedError(f"kernel {self.name}: define geometry() or plan()")
 
     # --- What the base provides ----------------------------------------------------------------
-    def __call__(self, *args, stream=None):
-        """Dispatches, plans and launches; returns the plan's ``result``. ``stream``: None
-        (the tensors' current stream), a CUstream handle or an object with .cuda_stream."""
-        # Tensors (any DLPack producer) reach dispatch as descriptors, scalars as their values.
-        descriptors = tuple(
-            [a if _is_scalar(a) else TensorDesc.of(a) for a in args[: self._described]]
-        )
-        # Dispatch is pure (the contract), so its result is memoized per descriptors: a
-        # repeated shape costs a dict lookup, not a Python dispatch. Bounded: a workload of
-        # ever-new shapes (a sweep) starts over rather than growing without limit.
-        dispatched = self._dispatched.get(descriptors)
-        if dispatched is None:
-            key = self.dispatch(*descriptors)
-            dispatched = (key, self.slot(key))
-            if len(self._dispatched) >= _DISPATCH_MEMO:
-                self._dispatched.clear()
-            self._dispatched[descriptors] = dispatched
-        key, slot = dispatched
-        launch = self.plan(key, *args)
-        _core.launch(
-            self._capsule,
-            slot,
-            launch.grid,
-            launch.block,
-            launch.shared_memory,
-            stream,
-            launch.args,
-        )
-        return launch.result
+    # kernel(*args, stream=None): dispatches (from a memo of what dispatch and geometry saw),
+    # packs the arguments by ``params`` and launches; returns None, or the plan's ``result``.
+    # ``stream``: None (the tensors' current stream), a CUstream handle or an object with
+    # .cuda_stream. In C, the call path of every Python-defined kernel
+    # (python/src/kernel_call.cpp).
+    __call__ = _core.kernel_call_method
+
+    def _resolve(self, args):
+        """(slot, geometry) of a call the memo has not seen: dispatch (and geometry) over the
+        arguments they name, bound by name as warmup binds a space's points."""
+        bound = dict(self._call_defaults)
+        bound.update(zip(self._call_names, args))
+        seen = {
+            n: v if is_scalar(v) else TensorDesc.of(v)
+            for n, v in bound.items()
+            if n in self._dispatch_names or n in self._geometry_names
+        }
+        key = self.dispatch(**{n: seen[n] for n in self._dispatch_names})
+        slot = self.slot(key)
+        if type(self).plan is not Kernel.plan:
+            return slot, None
+        geometry = self.geometry(key, **{n: seen[n] for n in self._geometry_names})
+        return slot, _geometry_tuple(self.name, geometry)
+
+    def _plan_call(self, slot, args):
+        launch = self.plan(self._keys[slot], *args)
+        if not isinstance(launch, Launch):
+            raise InvalidArgument(
+                f"kernel {self.name}: plan() returned {type(launch).__name__}, not zerojit.Launch",
+                self.name,
+                "plan",
+            )
+        return launch.grid, launch.block, launch.shared_memory, tuple(launch.args), launch.result
 
     def _intern(self, key, fields):
         program = self.program(key)
@@ -194,7 +277,7 @@ class Kernel(KernelOwner):
             )
         files = [(program.path, program.source)]
         files += [(path, text) for path, text in program.headers.items() if path != program.path]
-        return self._core.intern(
+        slot = self._core.intern(
             fields,
             program.path,
             files,
@@ -204,3 +287,42 @@ class Kernel(KernelOwner):
             [str(o) for o in program.options],
             bool(program.toolkit_headers),
         )
+        _core.kernel_call_set_spec(self._launcher, slot, self._params_json)
+        return slot
+
+
+def _named(owner, method, what, params, skip=0):
+    """The parameters `method` takes after `skip` leading ones: each names one of `params`,
+    since calls and warmup both bind by name."""
+    kernel = owner.name
+    names = []
+    if getattr(method, "__func__", None) is getattr(KernelOwner, method.__name__, None):
+        return ()  # not defined: nothing to bind
+    for param in list(inspect.signature(method).parameters.values())[skip:]:
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise InvalidArgument(
+                f"kernel {kernel}: {what}() must name the arguments it takes (no *args or "
+                "**kwargs)",
+                kernel,
+                what,
+            )
+        if param.name not in params:
+            raise InvalidArgument(
+                f"kernel {kernel}: {what}() takes '{param.name}', which is no entry of params "
+                f"({', '.join(params)}): calls and warmup bind its arguments by name",
+                kernel,
+                what,
+            )
+        names.append(param.name)
+    return tuple(names)
+
+
+def _geometry_tuple(kernel, geometry):
+    if isinstance(geometry, tuple) and len(geometry) in (2, 3):
+        return tuple(geometry) + (0,) * (3 - len(geometry))
+    raise InvalidArgument(
+        f"kernel {kernel}: geometry() must return zerojit.Geometry(grid, block, shared_memory), "
+        f"got {geometry!r}",
+        kernel,
+        "geometry",
+    )

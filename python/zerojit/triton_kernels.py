@@ -37,9 +37,7 @@ from ._function_owner import (
     check_constexpr_values,
     check_program_names,
     compile_in_worker,
-    is_scalar,
 )
-from ._types import TensorDesc
 
 __all__ = ["TritonKernel", "TritonProgram", "triton_version", "SUPPORTED_TRITON"]
 
@@ -114,12 +112,9 @@ class TritonKernel(FunctionKernel):
 
     def _setup_owner(self):
         self._read_source()
-        runtime = self._source.runtime_params
         self._dispatch_names = self._call_names(self.dispatch, "dispatch")
         self._grid_names = self._call_names(self.grid, "grid", skip=1)
-        seen = set(self._dispatch_names) | set(self._grid_names)
-        memoized = [param in seen for param in runtime]
-        self._launcher = _core.triton_launcher(self._core, list(runtime), memoized, self._resolve)
+        self._make_launcher(set(self._dispatch_names) | set(self._grid_names))
         install_compiler()
 
     # --- What the owner writes (with program(key)) --------------------------------------------
@@ -129,27 +124,21 @@ class TritonKernel(FunctionKernel):
     # --- What the base provides ----------------------------------------------------------------
     # kernel(*args, stream=None): checks the call against its key's specialization, packs and
     # launches it; returns None. ``stream``: None (the tensors' current stream), a CUstream
-    # handle or an object with .cuda_stream. In C (triton_call.cpp), so that the call costs the
-    # launch and no Python frame of its own.
-    __call__ = _core.triton_call_method
+    # handle or an object with .cuda_stream. In C, the call path of every Python-defined kernel
+    # (python/src/kernel_call.cpp), so that the call costs the launch and no Python frame of its
+    # own.
 
     def _resolve(self, args):
-        """(slot, grid) of a call the launcher's memo has not seen: dispatch and grid over
-        the arguments they name."""
-        seen = {}
-        for param, value in zip(self._source.runtime_params, args):
-            if param in self._dispatch_names or param in self._grid_names:
-                seen[param] = value if is_scalar(value) else TensorDesc.of(value)
+        """(slot, geometry) of a call the launcher's memo has not seen: dispatch and grid over
+        the arguments they name; the block comes from the compiled kernel's launch record."""
+        seen = self._seen(args)
         key = self.dispatch(**{n: seen[n] for n in self._dispatch_names})
         slot = self.slot(key)
         grid = self.grid(key, **{n: seen[n] for n in self._grid_names})
-        return slot, _grid_tuple(self.name, grid)
+        return slot, (_grid_tuple(self.name, grid), None, 0)
 
     def _specialize(self, key_text, program):
         return _specialize(self.name, key_text, self._source, program)
-
-    def _set_spec(self, slot, spec):
-        _core.triton_set_spec(self._launcher, slot, spec)
 
 
 def _grid_tuple(kernel, grid):
@@ -227,6 +216,16 @@ def _specialize(kernel, key_text, source, program):
 
 
 def _argument_spec(fail, name, signature, constexprs, divisible):
+    """How the call path checks and packs one argument (src/languages/triton/packer.cpp)."""
+    return dict(
+        zip(
+            ("name", "kind", "type", "pointee", "divisible", "constant_none", "constant_value"),
+            _argument_fields(fail, name, signature, constexprs, divisible),
+        )
+    )
+
+
+def _argument_fields(fail, name, signature, constexprs, divisible):
     """(name, kind, type, pointee dtype, divisible, constant None, constant value)."""
     if name in constexprs:
         value = constexprs[name]

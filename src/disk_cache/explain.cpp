@@ -11,9 +11,7 @@ using namespace detail::disk;
 
 namespace {
 
-std::string compiler_name(Language language) {
-  return language == Language::cuda ? "NVRTC" : std::string(to_string(language));
-}
+std::string compiler_name(Language language) { return std::string(entry_kind(language).compiler); }
 
 // A key's text as its fields, "dtype=f32, unroll=4" -> {dtype: f32, unroll: 4}. A string value
 // is quoted, and may hold ", " itself (`a="x, b=y"`), so separators inside quotes are skipped.

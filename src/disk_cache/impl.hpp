@@ -61,6 +61,12 @@ std::optional<ProgramIdentity> identity_of_entry_name(std::string_view name);
 // rename or remove ours) is accepted where `sticky_is_enough`.
 std::optional<std::string> untrusted_because(const struct stat& info, bool sticky_is_enough);
 std::string refusal_advice();
+// Why an entry file must not be loaded as host code (an exported CuTeDSL object), or nothing:
+// its directories are trusted, but host code is code execution, so the file itself must also be
+// a regular file with one link, owned by this user or root and writable by no one else (a pack
+// copied with `cp -a` from another account, or a root made under umask 0 and tightened later,
+// keeps others' files).
+std::optional<std::string> untrusted_host_code_because(const struct stat& info);
 
 }  // namespace disk
 
@@ -110,6 +116,10 @@ struct DiskCacheImpl {
   std::atomic<bool> write_failure_reported{false};
   std::atomic<std::uint64_t> temporary_counter{0};
 
+  // Host-code entries refused (layer, device, inode), so each is reported once.
+  std::mutex refused_host_code_mutex;
+  std::set<std::tuple<std::size_t, dev_t, ino_t>> refused_host_code;
+
   std::mutex reported_mutex;
   // Bad files already reported (layer, device, inode, size, mtime), so each is reported once
   // even where it cannot be moved aside (read-only layers).
@@ -151,6 +161,10 @@ struct DiskCacheImpl {
   // Reports a bad entry once (per file) and sets it aside.
   void handle_bad(std::size_t layer_index, const std::string& name, const ReadResult& read);
   void report_write_failure(const std::string& what, int error);
+  // Whether the sound entry `read` found in layer `layer_index` may be served: host code only
+  // from a cache that trusts its roots and from a file nobody else can write; refused ones are
+  // reported once (per file) and compiled instead.
+  bool may_serve(std::size_t layer_index, const std::string& name, const ReadResult& read);
   // Writes `bytes` under `name` in `directory` atomically: a temporary file in the same
   // directory, written, flushed to disk, renamed over the name, and the directory flushed.
   // The temporary is locked while written, so a cleaner can tell a live writer from a dead
@@ -169,6 +183,10 @@ struct DiskCacheImpl {
   // for it and then finds the name gone).
   RemoveOutcome remove_entry_if_idle(int directory, const std::string& name,
                                      const struct stat& listed, bool spare_in_use = false);
+  // Sets aside (and reports once) a listed entry of `layer_index` whose header already shows
+  // damage, without reading it whole; returns whether it did. Eviction leaves such files out
+  // of the quota: a damaged file must not push good entries out.
+  bool set_aside_if_damaged(std::size_t layer_index, const ScannedEntry& entry);
   // Least-recently-used eviction down to `max_bytes`; with `spare_in_use`, the names this
   // process uses stay (asked as each candidate comes up, not from a copy taken before the
   // listing: a concurrent publish marks its name before the file appears).

@@ -128,6 +128,23 @@ std::size_t DiskCacheImpl::in_use_count() {
   return in_use.size();
 }
 
+bool DiskCacheImpl::set_aside_if_damaged(std::size_t layer_index, const ScannedEntry& entry) {
+  Layer& layer = layers[layer_index];
+  Fd file = open_at(layer.entries.get(), entry.name, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+  if (!file.valid()) return false;  // gone, or not ours to read: eviction decides
+  std::byte header[kCacheEntryHeaderBytes];
+  const ssize_t read = ::pread(file.get(), header, sizeof header, 0);
+  if (read < 0) return false;
+  ReadResult result;
+  result.info = entry.info;
+  result.have_info = true;
+  result.decoded = check_entry_header(std::span(header, static_cast<std::size_t>(read)),
+                                      static_cast<std::uint64_t>(entry.info.st_size));
+  if (result.decoded.ok()) return false;
+  handle_bad(layer_index, entry.name, result);
+  return true;
+}
+
 CacheGcReport DiskCacheImpl::evict(std::uint64_t max_bytes, bool spare_in_use) {
   CacheGcReport report;
   report.quota_bytes = max_bytes;
@@ -135,6 +152,9 @@ CacheGcReport DiskCacheImpl::evict(std::uint64_t max_bytes, bool spare_in_use) {
   if (layer == nullptr) return report;
   std::lock_guard serial(evict_mutex);
   std::vector<ScannedEntry> entries = scan_entries(*layer);
+  std::erase_if(entries, [&](const ScannedEntry& entry) {
+    return S_ISREG(entry.info.st_mode) && set_aside_if_damaged(*root_layer, entry);
+  });
   std::uint64_t total = 0;
   for (const ScannedEntry& entry : entries) {
     if (S_ISREG(entry.info.st_mode)) total += static_cast<std::uint64_t>(entry.info.st_size);

@@ -67,7 +67,7 @@ void DiskCacheImpl::record_compiler_version(const CompiledArtifact& artifact) {
   Layer* layer = writable_layer();
   const std::string_view version = artifact.compiler_version;
   std::string name;
-  if (artifact.language == Language::cuda) {
+  if (entry_kind(artifact.language).compiled_by_nvrtc) {
     if (!plausible_version(version)) return;
     name = std::string(disk::kVersionRecordPrefix) + std::string(version);
   } else {
@@ -114,17 +114,17 @@ std::vector<std::string> DiskCache::recorded_compiler_versions(Language language
                                                                std::string_view arch) {
   detail::DiskCacheImpl& s = *impl_;
   s.ensure_open();
-  const std::string prefix = language == Language::cuda
-                                 ? std::string(kVersionRecordPrefix)
-                                 : detail::language_record_prefix(language, arch);
+  const bool nvrtc = entry_kind(language).compiled_by_nvrtc;
+  const std::string prefix =
+      nvrtc ? std::string(kVersionRecordPrefix) : detail::language_record_prefix(language, arch);
   std::set<std::string> versions;
   for (const auto& layer : s.layers) {
     if (!layer.versions.valid()) continue;
     for (const DirectoryEntry& item : list_directory(layer.versions.get())) {
       if (!item.name.starts_with(prefix) || !S_ISREG(item.info.st_mode)) continue;
       const std::string version = item.name.substr(prefix.size());
-      const bool plausible = language == Language::cuda ? detail::plausible_version(version)
-                                                        : detail::plausible_token(version);
+      const bool plausible =
+          nvrtc ? detail::plausible_version(version) : detail::plausible_token(version);
       if (plausible) versions.insert(version);
     }
   }

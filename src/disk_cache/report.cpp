@@ -23,7 +23,8 @@ Json entry_document(const CacheEntryInfo& entry) {
               {"language", to_string(entry.language)},
               {"compiler", entry.compiler_version},
               // Kept for readers of the first layout: NVRTC's version, on CUDA C++ entries.
-              {"nvrtc", entry.language == Language::cuda ? Json(entry.compiler_version) : Json()},
+              {"nvrtc", entry_kind(entry.language).compiled_by_nvrtc ? Json(entry.compiler_version)
+                                                                     : Json()},
               {"size", entry.size_bytes},
               {"age_seconds", entry.age_seconds},
               {"layer", entry.layer},
@@ -65,8 +66,9 @@ std::string CacheGcReport::to_json() const {
 }
 
 std::string MissExplanation::summary() const {
+  const EntryKind& kind = entry_kind(language);
   const std::string compiler =
-      language == Language::cuda ? "NVRTC" : std::string(to_string(language)) + " compiler";
+      std::string(kind.compiler) + (kind.compiled_by_nvrtc ? "" : " compiler");
   std::string out = kernel + " [" + key + "] for " + arch + " with " + compiler + " " +
                     compiler_version + " (identity " + identity + "): ";
   if (present) return out + "hit: the entry is in " + present_layer;
@@ -94,7 +96,7 @@ std::string MissExplanation::to_json() const {
               {"arch", arch},
               {"language", to_string(language)},
               {"compiler", compiler_version},
-              {"nvrtc", language == Language::cuda ? Json(compiler_version) : Json()},
+              {"nvrtc", entry_kind(language).compiled_by_nvrtc ? Json(compiler_version) : Json()},
               {"identity", identity},
               {"hit", present}};
   if (present) out["layer"] = present_layer;

@@ -28,6 +28,23 @@ std::optional<std::string> untrusted_because(const struct stat& info, bool stick
   return std::nullopt;
 }
 
+std::optional<std::string> untrusted_host_code_because(const struct stat& info) {
+  if (!S_ISREG(info.st_mode)) return std::string("it is not a regular file");
+  const uid_t user = ::geteuid();
+  if (info.st_uid != user && info.st_uid != 0) {
+    return "it is owned by uid " + std::to_string(info.st_uid) + ", not by this user (uid " +
+           std::to_string(user) + ") or root";
+  }
+  if ((info.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    return "other users can write it (mode " + mode_text(info.st_mode) + ")";
+  }
+  if (info.st_nlink != 1) {
+    // Another name of the same file may sit where others can write it.
+    return "it has " + std::to_string(info.st_nlink) + " links";
+  }
+  return std::nullopt;
+}
+
 std::string refusal_advice() {
   return std::string(
              "they could plant compiled code in it. Use a directory only you can write "

@@ -114,6 +114,15 @@ DiskCacheImpl::ReadResult DiskCacheImpl::read_entry(const Layer& layer, const st
     result.absent = true;
     return result;
   }
+  // The header first: a damaged file (a sparse gigabyte of zeros under an entry's name) is
+  // told apart without reading it whole.
+  std::byte header[kCacheEntryHeaderBytes];
+  const ssize_t header_read = ::pread(file.get(), header, sizeof header, 0);
+  if (header_read >= 0) {
+    result.decoded =
+        check_entry_header(std::span(header, static_cast<std::size_t>(header_read)), size);
+    if (!result.decoded.ok()) return result;
+  }
   std::string bytes;
   if (!read_all(file.get(), static_cast<std::size_t>(size) + 1, bytes)) {
     result.decoded.problem = EntryProblem::unreadable;
@@ -145,6 +154,29 @@ void DiskCacheImpl::handle_bad(std::size_t layer_index, const std::string& name,
   warn("bad entry " + layer.path + "/" + kEntriesDir + "/" + name + " (" +
        std::string(to_string(read.decoded.problem)) + "): " + read.decoded.detail + "; " + action +
        "; it is treated as a miss and compiled again");
+}
+
+bool DiskCacheImpl::may_serve(std::size_t layer_index, const std::string& name,
+                              const ReadResult& read) {
+  const CompiledArtifact& artifact = *read.decoded.artifact;
+  if (!entry_kind(artifact.language).holds_host_code) return true;
+  // Host code (an exported CuTeDSL object) is code execution: never from a root others may
+  // write, nor from a file another user can change (docs/CACHE.md, "Host code").
+  const std::optional<std::string> why =
+      shared ? std::optional<std::string>("this cache accepts roots others can write (" +
+                                          std::string(kAllowSharedVariable) + ")")
+             : untrusted_host_code_because(read.info);
+  if (!why) return true;
+  {
+    std::lock_guard lock(refused_host_code_mutex);
+    if (!refused_host_code.insert({layer_index, read.info.st_dev, read.info.st_ino}).second) {
+      return false;
+    }
+  }
+  warn("not loading " + artifact.kernel_name + " [" + artifact.key_text + "] from " +
+       layers[layer_index].path + "/" + kEntriesDir + "/" + name + ": it is host code, and " +
+       *why + "; compiling it instead");
+  return false;
 }
 
 void DiskCacheImpl::report_write_failure(const std::string& what, int error) {
@@ -273,15 +305,7 @@ std::optional<CompiledArtifact> DiskCache::find(const ProgramIdentity& identity)
                            read.decoded.detail + " (a writer or evicter that is stopped?)");
       break;
     }
-    if (read.decoded.ok() && s.shared && read.decoded.artifact->language == Language::cutedsl) {
-      // Host code (an exported CuTeDSL object) from a root others may write would run their
-      // code: never loaded from one (docs/CACHE.md, "Host code").
-      s.warn("not loading " + read.decoded.artifact->kernel_name + " [" +
-             read.decoded.artifact->key_text + "] from " + s.layers[i].path +
-             ": it is host code, and this cache accepts roots others can write (" +
-             kAllowSharedVariable + ")");
-      continue;
-    }
+    if (read.decoded.ok() && !s.may_serve(i, name, read)) continue;
     if (read.decoded.ok()) {
       s.hits.fetch_add(1, std::memory_order_relaxed);
       // A root written before versions were recorded learns its version from its entries.

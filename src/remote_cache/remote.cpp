@@ -90,7 +90,8 @@ struct RemoteCacheImpl {
   std::vector<std::unique_ptr<Connection>> idle;
 
   std::atomic<std::uint64_t> hits{0}, misses{0}, bad_entries{0}, published{0}, too_large{0},
-      errors{0}, timeouts{0}, lock_waits{0}, lock_wait_timeouts{0}, backoffs{0}, skipped{0};
+      errors{0}, timeouts{0}, lock_waits{0}, lock_wait_timeouts{0}, backoffs{0}, skipped{0},
+      host_code_refused{0};
 
   std::mutex state_mutex;
   int consecutive_failures = 0;
@@ -257,11 +258,29 @@ struct RemoteCacheImpl {
         {"EVAL", kObtainScript, "2", entry, lock, limit, token, ttl, skip_entry ? "1" : "0"});
   }
 
-  // The verified artifact of a {1, bytes} reply, or nothing (counted and reported as bad).
-  std::optional<CompiledArtifact> verify(const ProgramIdentity& identity,
-                                         const std::string& bytes) {
+  // Whether a sound entry may be taken: host code only where the deployment opts in. A refused
+  // one is counted (not as a hit) and reported once per identity.
+  bool may_take(const CompiledArtifact& artifact) {
+    if (options.host_code || !entry_kind(artifact.language).holds_host_code) return true;
+    host_code_refused.fetch_add(1, std::memory_order_relaxed);
+    warn("not loading " + artifact.kernel_name + " [" + artifact.key_text +
+         "] from the remote cache: it is host code (a " +
+         std::string(entry_kind(artifact.language).compiler) +
+         " object), which is taken from Redis only with ZEROJIT_REMOTE_CACHE_HOST_CODE=1; "
+         "compiling it here");
+    return false;
+  }
+
+  // The verified artifact of a {1, bytes} reply, or nothing (counted and reported as bad, or
+  // as refused host code: `refused` is then set).
+  std::optional<CompiledArtifact> verify(const ProgramIdentity& identity, const std::string& bytes,
+                                         bool* refused = nullptr) {
     DecodedEntry decoded = decode_entry(
         std::span(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()), &identity);
+    if (decoded.ok() && !may_take(*decoded.artifact)) {
+      if (refused != nullptr) *refused = true;
+      return std::nullopt;
+    }
     if (decoded.ok()) {
       hits.fetch_add(1, std::memory_order_relaxed);
       return std::move(decoded.artifact);
@@ -417,6 +436,7 @@ std::optional<CompiledArtifact> RemoteCache::fetch(const ProgramIdentity& identi
 bool RemoteCache::store(const CompiledArtifact& artifact) noexcept {
   detail::RemoteCacheImpl& s = *impl_;
   try {
+    if (!s.options.host_code && entry_kind(artifact.language).holds_host_code) return false;
     const std::string bytes = encode_entry(artifact);
     if (bytes.size() > s.options.max_entry_bytes) {
       s.refuse_large(artifact.identity, static_cast<long long>(bytes.size()), "not sending");
@@ -454,15 +474,18 @@ RemoteCache::Obtained RemoteCache::obtain(const ProgramIdentity& identity) {
     long long status = e[0].integer;
     if (status == 1 && e.size() == 2) {
       if (!bad_seen) {
-        if (auto artifact = s.verify(identity, e[1].text)) {
+        bool refused = false;
+        if (auto artifact = s.verify(identity, e[1].text, &refused)) {
           obtained.artifact = std::move(artifact);
           return obtained;
         }
+        if (refused) return obtained;  // host code not taken: compile here, without the lock
         bad_seen = true;
       } else {
         DecodedEntry again = decode_entry(
             std::span(reinterpret_cast<const std::byte*>(e[1].text.data()), e[1].text.size()),
             &identity);
+        if (again.ok() && !s.may_take(*again.artifact)) return obtained;
         if (again.ok()) {
           s.hits.fetch_add(1, std::memory_order_relaxed);
           obtained.artifact = std::move(again.artifact);
@@ -532,6 +555,7 @@ RemoteCacheCounters RemoteCache::counters() const {
   c.lock_wait_timeouts = s.lock_wait_timeouts.load();
   c.backoffs = s.backoffs.load();
   c.skipped = s.skipped.load();
+  c.host_code_refused = s.host_code_refused.load();
   return c;
 }
 

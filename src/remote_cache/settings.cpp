@@ -211,6 +211,7 @@ RemoteCacheOptions default_remote_cache_options() {
     options.backoff = ms(*v * 1000);
   }
   if (const char* ca = text("ZEROJIT_REMOTE_CACHE_TLS_CA")) options.tls_ca_file = ca;
+  options.host_code = detail::environment_flag("ZEROJIT_REMOTE_CACHE_HOST_CODE");
   return options;
 }
 
@@ -225,7 +226,8 @@ std::string to_json(const RemoteCacheCounters& c) {
                               {"lock_waits", c.lock_waits},
                               {"lock_wait_timeouts", c.lock_wait_timeouts},
                               {"backoffs", c.backoffs},
-                              {"skipped", c.skipped}};
+                              {"skipped", c.skipped},
+                              {"host_code_refused", c.host_code_refused}};
   return out.dump();
 }
 

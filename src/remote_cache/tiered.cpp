@@ -26,12 +26,6 @@ struct TieredStore::Pending {
 
 namespace {
 
-// An exported CuTeDSL object is host machine code: loading one is running it. Redis is a shared
-// store that any host of the fleet (or anyone who can reach the server) may write, so such
-// entries are neither taken from it nor put in it unless the deployment says it trusts it
-// (docs/CACHE.md, "Host code").
-bool host_code_allowed() { return detail::environment_flag("ZEROJIT_REMOTE_CACHE_HOST_CODE"); }
-
 class TieredGuard final : public CompileGuard {
  public:
   TieredGuard(std::shared_ptr<TieredStore::Pending> pending, std::string name,
@@ -87,16 +81,9 @@ std::optional<CompiledArtifact> TieredStore::find(const ProgramIdentity& identit
     if (it == pending_->slots.end() || it->second.asked) return std::nullopt;
     it->second.asked = true;
   }
+  // Host code (an exported CuTeDSL object) is neither taken from nor sent to Redis unless the
+  // deployment opts in: the remote refuses it (RemoteCacheOptions::host_code).
   RemoteCache::Obtained obtained = remote_->obtain(identity);
-  if (obtained.artifact && obtained.artifact->language == Language::cutedsl &&
-      !host_code_allowed()) {
-    log_warning("cache", "not loading " + obtained.artifact->kernel_name + " [" +
-                             obtained.artifact->key_text +
-                             "] from the remote cache: it is host code (a CuTeDSL object), "
-                             "which is taken from Redis only with "
-                             "ZEROJIT_REMOTE_CACHE_HOST_CODE=1; compiling it here");
-    return std::nullopt;
-  }
   if (obtained.artifact) {
     // Verified by obtain; kept on disk so that this host asks Redis for it once.
     if (local_) local_->publish(*obtained.artifact);
@@ -112,13 +99,7 @@ std::optional<CompiledArtifact> TieredStore::find(const ProgramIdentity& identit
 
 void TieredStore::publish(const CompiledArtifact& artifact) noexcept {
   if (local_) local_->publish(artifact);
-  bool host_code = false;
-  try {
-    host_code = artifact.language == Language::cutedsl && !host_code_allowed();
-  } catch (...) {
-    host_code = true;  // in doubt, host code stays local
-  }
-  if (!host_code) remote_->store(artifact);
+  remote_->store(artifact);
 }
 
 std::unique_ptr<CompileGuard> TieredStore::lock(const ProgramIdentity& identity) {

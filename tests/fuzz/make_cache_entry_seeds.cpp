@@ -1,10 +1,24 @@
 // Writes valid cache entries of assorted shapes (empty and large cubins, several kernel names,
-// a log, empty strings) into a directory: the fuzzer's seed corpus.
+// a log, empty strings, a Triton and a CuTeDSL entry with their launch records) into a
+// directory: the fuzzer's seed corpus.
 #include <cstdio>
 #include <fstream>
 #include <string>
 
+#include "support/language_entries.hpp"
 #include "zerojit/cache_entry.hpp"
+
+namespace {
+
+bool write_seed(const std::string& directory, const std::string& name,
+                const zerojit::CompiledArtifact& artifact) {
+  const std::string bytes = zerojit::encode_entry(artifact);
+  std::ofstream out(directory + "/" + name + ".zjc", std::ios::binary);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  return out.good();
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 2) {
@@ -39,12 +53,15 @@ int main(int argc, char** argv) {
     for (std::size_t i = 0; i < artifact.cubin.size(); ++i) {
       artifact.cubin[i] = static_cast<char>((i * 2654435761u) >> 13);
     }
-    const std::string bytes = zerojit::encode_entry(artifact);
-    std::ofstream out(std::string(argv[1]) + "/seed-" + std::to_string(variant) + ".zjc",
-                      std::ios::binary);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    written += out.good() ? 1 : 0;
+    written += write_seed(argv[1], "seed-" + std::to_string(variant), artifact) ? 1 : 0;
+  }
+  // Entries whose launch records their kinds decode and check against the compile request.
+  for (const zerojit::Language language : {zerojit::Language::triton, zerojit::Language::cutedsl}) {
+    written += write_seed(argv[1], "seed-" + std::string(zerojit::to_string(language)),
+                          zerojit::test::synthetic_language_artifact(language))
+                   ? 1
+                   : 0;
   }
   std::printf("%d seed entries written\n", written);
-  return written == static_cast<int>(std::size(cubin_sizes)) ? 0 : 1;
+  return written == static_cast<int>(std::size(cubin_sizes)) + 2 ? 0 : 1;
 }

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "zerojit/backend.hpp"
-#include "zerojit/launch_record.hpp"
 
 namespace zerojit::testing {
 
@@ -38,11 +37,8 @@ class RecordingBackend final : public Backend {
     function.device = device;
     function.param_count = param_count;
     function.param_sizes = param_sizes;
-    // As the CUDA backend does: what a Triton compiler fixed comes from the launch record.
-    if (artifact.language == Language::triton) {
-      adopt_launch_record(decode_launch_record(artifact.launch_record, artifact.kernel_name),
-                          artifact.kernel_name, function);
-    }
+    // As the CUDA backend does: the entry kind's form, and what its record fixes.
+    adopt_entry_kind(artifact, function);
     function_names.push_back(artifact.kernel_name);
     return function;
   }
@@ -61,6 +57,12 @@ class RecordingBackend final : public Backend {
     if (on_launch) on_launch();
   }
 
+  void run_host(const LoadedFunction& function, void**, std::size_t count) override {
+    std::lock_guard lock(mutex_);
+    host_runs.push_back(function_names[reinterpret_cast<std::size_t>(function.function) - 1] +
+                        " with " + std::to_string(count) + " arguments");
+  }
+
   // What the next loads report as the kernel's parameters (-1: unknown, no check).
   int param_count = -1;
   std::array<std::uint32_t, kMaxKernelParams> param_sizes{};
@@ -69,6 +71,7 @@ class RecordingBackend final : public Backend {
 
   std::vector<std::string> loads;
   std::vector<RecordedLaunch> launches;
+  std::vector<std::string> host_runs;
 
  private:
   int devices_;

@@ -10,9 +10,9 @@
 #include <memory>
 #include <string>
 
+#include "languages/triton/launch_record.hpp"
 #include "support/core_fixture.hpp"
 #include "unit/disk_cache/support.hpp"
-#include "zerojit/launch_record.hpp"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -20,6 +20,9 @@
 namespace zerojit {
 namespace {
 
+using languages::decode_launch_record;
+using languages::encode_launch_record;
+using languages::LaunchRecord;
 using testing::CoreTest;
 
 LaunchRecord sample_record() {
@@ -83,12 +86,16 @@ class FakeTritonKernel final : public JitKernel<FakeTritonKernel, BlockKey, NoDe
     program.files = files_;
     program.source_path = "mylib.kernels:masked_add";
     program.name_expressions = {"masked_add"};
-    program.compile_request = request_prefix + std::to_string(key.block);
+    // What python/zerojit's Triton owner asks for: the record above answers it.
+    program.compile_request =
+        R"({"signature":{"x":"*fp32","y":"*fp32","n":"i32","a":"fp32","BLOCK":"constexpr"},)"
+        R"("constexprs":{"BLOCK":)" +
+        std::to_string(key.block) +
+        R"(},"divisible":[],"options":{"launch_pdl":true,"num_ctas":2}})";
     program.key_text = describe(key);
     return program;
   }
   const EmbeddedFileSet* files_ = &kSourceSet;
-  std::string request_prefix = "{\"BLOCK\":";
 };
 
 class Languages : public CoreTest {
@@ -111,7 +118,7 @@ TEST_F(Languages, TheLanguagesCompilerBuildsTheArtifactAndItsVersionIsInTheIdent
   const auto artifact = kernel.compile({512}, "sm_90a");
   EXPECT_EQ(compiler->compiles, 1);
   EXPECT_EQ(artifact->language, Language::triton);
-  EXPECT_EQ(artifact->cubin, "IMAGE:{\"BLOCK\":512");
+  EXPECT_EQ(artifact->cubin, "IMAGE:" + kernel.program({512}).compile_request);
   EXPECT_EQ(artifact->compiler_version, "triton-3.6.0+ptxas-12.8.93");
   EXPECT_EQ(artifact->identity,
             compute_identity(kernel.program({512}), "sm_90a", "triton-3.6.0+ptxas-12.8.93"));
@@ -174,7 +181,7 @@ TEST_F(Languages, WithoutTheCompilerTheCacheRecordedVersionFindsThePackEntries) 
   }
 }
 
-TEST_F(Languages, AnEntryKeepsItsLanguageAndRecordAndALayoutOneEntryIsStillRead) {
+TEST_F(Languages, AnEntryKeepsItsLanguageRecordAndRequestAndALayoutOneEntryIsStillRead) {
   CompiledArtifact artifact;
   artifact.kernel_name = "k";
   artifact.key_text = "block=256";
@@ -184,24 +191,31 @@ TEST_F(Languages, AnEntryKeepsItsLanguageAndRecordAndALayoutOneEntryIsStillRead)
   artifact.lowered_names = {{"k<256>", "_Z1kILi256EEvv"}};
   artifact.components.kernel = 7;
   artifact.identity = identity_from_components(artifact.components);
-  for (Language language : {Language::cuda, Language::triton, Language::cutedsl}) {
-    artifact.language = language;
-    artifact.launch_record = language == Language::triton ? "{\"x\":1}" : "";
+  {
     const std::string bytes = encode_entry(artifact);
     const DecodedEntry decoded = decode_entry(std::as_bytes(std::span(bytes)));
     ASSERT_TRUE(decoded.ok()) << decoded.detail;
-    EXPECT_EQ(decoded.artifact->language, language);
-    EXPECT_EQ(decoded.artifact->launch_record, artifact.launch_record);
+    EXPECT_EQ(decoded.artifact->language, Language::cuda);
+  }
+  // A Triton entry as the compiler makes it: its record and request come back as they went.
+  FakeTritonKernel kernel;
+  const auto compiled = kernel.compile({256}, "sm_90a");
+  {
+    const std::string bytes = encode_entry(*compiled);
+    const DecodedEntry decoded = decode_entry(std::as_bytes(std::span(bytes)));
+    ASSERT_TRUE(decoded.ok()) << decoded.detail;
+    EXPECT_EQ(decoded.artifact->language, Language::triton);
+    EXPECT_EQ(decoded.artifact->launch_record, compiled->launch_record);
+    EXPECT_EQ(decoded.artifact->compile_request, kernel.program({256}).compile_request);
   }
 
-  // Layout 1, as the first zerojit wrote it: no language, no record. Rebuilt from layout 2 by
-  // cutting the two fields out and sealing it again.
-  artifact.language = Language::cuda;
-  artifact.launch_record.clear();
+  // Layout 1, as the first zerojit wrote it: no language, no record, no request. Rebuilt from
+  // layout 3 by cutting those fields out and sealing it again.
   std::string bytes = encode_entry(artifact);
   const std::size_t tail = 4 + artifact.cubin.size() + 16;  // cubin field and checksum
-  const std::size_t language_at = bytes.size() - tail - 8;  // u32 language, u32 empty record
-  bytes.erase(language_at, 8);
+  // u32 language, u32 empty record, u32 empty request, u32 no options
+  const std::size_t language_at = bytes.size() - tail - 16;
+  bytes.erase(language_at, 16);
   bytes[8] = 1;  // layout 1
   const std::uint64_t total = bytes.size();
   for (int i = 0; i < 8; ++i) bytes[16 + i] = static_cast<char>((total >> (8 * i)) & 0xff);
@@ -238,23 +252,23 @@ TEST(LaunchRecords, DamagedOrUnlaunchableRecordsAreRefusedNamingTheField) {
   refused(record, "parameters");
   record = sample_record();
   record.cluster_ctas = 17;
-  refused(record, "cluster_ctas 17");
+  refused(record, "\"cluster_ctas\" is 17");
   EXPECT_THROW(decode_launch_record("{\"entry\":1}", "k"), Error);
   EXPECT_THROW(decode_launch_record("not json", "k"), Error);
 
-  LoadedFunction function;
   record = sample_record();
   record.global_scratch_bytes = 64;
-  EXPECT_THROW(adopt_launch_record(record, "k", function), Error);
+  refused(record, "global_scratch_bytes");
 }
 
 TEST_F(Languages, ARecordedLaunchTakesItsBlockClusterAttributesAndScratchFromTheRecord) {
   FakeTritonKernel kernel;
   const LaunchTarget target{0, reinterpret_cast<cuda::Stream>(0x5)};
-  KernelArgs args;
-  args.push(static_cast<void*>(nullptr)).push(static_cast<void*>(nullptr));
-  args.push(std::int32_t{1000}).push(0.5f);
-  kernel.launch_recorded({256}, {3, 1, 1}, args, target);
+  PackedCall call;
+  call.geometry.grid = {3, 1, 1};
+  call.args.push(static_cast<void*>(nullptr)).push(static_cast<void*>(nullptr));
+  call.args.push(std::int32_t{1000}).push(0.5f);
+  kernel.launch_packed({256}, call, target);
   ASSERT_EQ(backend->launches.size(), 1u);
   const testing::RecordedLaunch& launch = backend->launches.front();
   EXPECT_EQ(launch.geometry.grid, (Dim3{6, 1, 1}));  // 3 programs of a 2-CTA cluster
@@ -264,8 +278,9 @@ TEST_F(Languages, ARecordedLaunchTakesItsBlockClusterAttributesAndScratchFromThe
   EXPECT_EQ(launch.arg_sizes, (std::vector<std::size_t>{8, 8, 4, 4, 8, 8}));
   EXPECT_EQ(launch.stream, target.stream);
 
-  KernelArgs empty_grid;
-  kernel.launch_recorded({256}, {0, 1, 1}, empty_grid, target);  // nothing, as Triton does
+  PackedCall empty_grid;
+  empty_grid.geometry.grid = {0, 1, 1};
+  kernel.launch_packed({256}, empty_grid, target);  // nothing, as Triton does
   EXPECT_EQ(backend->launches.size(), 1u);
 }
 

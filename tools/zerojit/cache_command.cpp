@@ -261,8 +261,9 @@ int run_explain(const CacheCommand& command, const CacheCommandContext& context)
   if (cache) Runtime::instance().set_artifact_store(cache);
   std::string nvrtc = command.nvrtc_version;  // asked for only when a CUDA C++ key is explained
   const auto compiler_version = [&](Language language) {
+    const EntryKind& kind = entry_kind(language);
     try {
-      if (language != Language::cuda) {
+      if (!kind.compiled_by_nvrtc) {
         return Runtime::instance().compiler_version(language, command.arch);
       }
       if (nvrtc.empty()) nvrtc = Runtime::instance().nvrtc_version();
@@ -270,9 +271,9 @@ int run_explain(const CacheCommand& command, const CacheCommandContext& context)
     } catch (const UnavailableError& error) {
       throw ToolError{
           kExitFailure,
-          "the " + std::string(language == Language::cuda ? "NVRTC" : to_string(language)) +
+          "the " + std::string(kind.compiler) +
               " compiler is not available to say which version to explain for: " + error.what(),
-          language == Language::cuda
+          kind.compiled_by_nvrtc
               ? "pass --nvrtc-version V (e.g. 13.0) to explain without NVRTC"
               : "install the compiler, or explain against a cache that records one version"};
     }

@@ -270,7 +270,7 @@ json warm_devices(const RunRequest& request, const FamilyConfiguration& configur
         ToolError{kExitCompileFailure,
                   std::to_string(report.failed()) + " of " + std::to_string(report.total_keys()) +
                       " keys failed to compile during warmup; nothing was run",
-                  "read the NVRTC log above; `" + program_name() +
+                  compile_failure_advice(report) + "; `" + program_name() +
                       " warmup -v` with the same options shows every key"};
   }
   if (failure) throw *failure;

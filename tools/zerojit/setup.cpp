@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -270,6 +271,38 @@ std::optional<ToolError> failing_for_want_of_nvrtc(const WarmupReport& report) {
   return nvrtc_missing(reason, std::to_string(report.failed()) + " of " +
                                    std::to_string(report.total_keys()) +
                                    " keys that are not in the cache could not be compiled");
+}
+
+std::string compile_failure_advice(const WarmupReport& report) {
+  std::set<Language> failed;
+  for (const KeyReport& key : report.keys) {
+    if (!key.error.empty()) failed.insert(key.language);
+  }
+  std::string advice;
+  bool nvrtc_failed = false;
+  for (const Language language : failed) {
+    const EntryKind& kind = entry_kind(language);
+    std::string part;
+    if (kind.compiled_by_nvrtc) {
+      nvrtc_failed = true;
+      part =
+          "read the NVRTC log above; check that the CUDA toolkit is found (CUDA_HOME) and that "
+          "--arch names an architecture this NVRTC supports";
+    } else {
+      part = "for the " + std::string(kind.compiler) + " keys, read " + std::string(kind.compiler) +
+             "'s error above (the kernel's function, its module's import, the key's program); "
+             "check that " +
+             std::string(kind.compiler) +
+             " is installed for the interpreter the compile "
+             "workers run";
+    }
+    advice += (advice.empty() ? "" : "; ") + part;
+  }
+  if (report.failed() < report.total_keys())
+    return advice + "; the other keys were compiled and cached";
+  return advice + (nvrtc_failed && failed.size() == 1
+                       ? "; no key compiled, which points at --arch or the toolkit"
+                       : "; no key compiled");
 }
 
 std::optional<ToolError> failing_for_unsupported_arch(const WarmupReport& report,

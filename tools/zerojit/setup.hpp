@@ -72,5 +72,9 @@ std::optional<ToolError> failing_for_want_of_nvrtc(const WarmupReport& report);
 // failed): that one reason, as a usage error (exit 2), instead of a compile failure a key.
 std::optional<ToolError> failing_for_unsupported_arch(const WarmupReport& report,
                                                       const std::string& arch);
+// What to do about the failed keys of `report`, for each compiler that failed (NVRTC: its log,
+// the toolkit and --arch; a language compiler: its error, the kernel's module and whether it is
+// installed for the interpreter the compile workers run).
+std::string compile_failure_advice(const WarmupReport& report);
 
 }  // namespace zerojit::tool

@@ -95,7 +95,7 @@ int run_command_line(int argc, char** argv, std::span<const Family> families,
                    "widen the warmup space of " + error.kernel() + " to cover this call"},
                   line);
   } catch (const zerojit::CompileError& error) {
-    return report({kExitCompileFailure, error.what(), "read the NVRTC log above"}, line);
+    return report({kExitCompileFailure, error.what(), "read the compiler's log above"}, line);
   } catch (const zerojit::UnavailableError& error) {
     return report({kExitFailure, error.what(),
                    "install what is missing (the CUDA driver for GPUs; the CUDA toolkit's NVRTC "

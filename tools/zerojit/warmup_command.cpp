@@ -152,12 +152,7 @@ int run_warmup(const WarmupCommand& command) {
     failure = ToolError{kExitCompileFailure,
                         std::to_string(report.failed()) + " of " +
                             std::to_string(report.total_keys()) + " keys failed to compile",
-                        std::string("read the NVRTC log above; check that the CUDA toolkit is "
-                                    "found (CUDA_HOME) and that --arch names an architecture "
-                                    "this NVRTC supports") +
-                            (report.failed() < report.total_keys()
-                                 ? "; the other keys were compiled and cached"
-                                 : "; no key compiled, which points at --arch or the toolkit")};
+                        compile_failure_advice(report)};
   }
   json pack_missing = json::array();
   if (!failure && command.compile_only && !command.cache.cache_dir.empty()) {

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "support/language_entries.hpp"
 #include "zerojit/cache_entry.hpp"
 #include "zerojit/disk_cache.hpp"
 

@@ -251,5 +251,38 @@ TEST_F(DiskCacheStore, EntriesDatedInTheFutureAreEvictedBeforeTheEntriesInUse) {
   EXPECT_TRUE(warnings.empty());
 }
 
+// Three sparse gigabytes under entry names: damaged files, each reported once and set aside;
+// they never count against the quota, so no good entry is evicted for them.
+TEST_F(DiskCacheStore, DamagedFilesDoNotCountAgainstTheQuotaAndAreReportedOnce) {
+  const fs::path root = dir / "cache";
+  std::vector<CompiledArtifact> artifacts;
+  for (int i = 0; i < 3; ++i) artifacts.push_back(synthetic_artifact(700 + i, 10000));
+  DiskCacheOptions o = options(root);
+  o.max_bytes = 4 * encode_entry(artifacts[0]).size();
+  DiskCache cache(o);
+  cache.publish(artifacts[0]);
+  cache.publish(artifacts[1]);
+  std::vector<fs::path> sparse;
+  for (int i = 0; i < 3; ++i) {
+    sparse.push_back(root / "entries" / (synthetic_artifact(900 + i).identity.hex() + ".zjc"));
+    write_file(sparse.back(), "");
+    fs::resize_file(sparse.back(), std::uint64_t{1} << 30);
+  }
+  warnings.clear();
+  cache.publish(artifacts[2]);  // over the quota only if the damaged files counted
+  for (const CompiledArtifact& artifact : artifacts) EXPECT_TRUE(cache.find(artifact.identity));
+  EXPECT_EQ(cache.counters().evicted, 0u);
+  EXPECT_EQ(cache.counters().bad_entries, 3u);
+  std::size_t reported = 0;
+  for (const std::string& warning : warnings) {
+    reported += warning.find("bad entry") != std::string::npos ? 1 : 0;
+  }
+  EXPECT_EQ(reported, 3u) << "each damaged file reported once";
+  for (const fs::path& file : sparse) EXPECT_FALSE(fs::exists(file)) << "set aside";
+  const CacheGcReport again = cache.gc();
+  EXPECT_EQ(again.removed, 0u);
+  EXPECT_EQ(cache.counters().bad_entries, 3u);
+}
+
 }  // namespace
 }  // namespace zerojit::test

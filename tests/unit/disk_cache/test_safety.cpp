@@ -131,5 +131,60 @@ TEST_F(DiskCacheStore, AnUncreatableRootMeansMemoryOnlyWithOneWarning) {
   EXPECT_NE(warnings[0].find("memory only"), std::string::npos) << warnings[0];
 }
 
+// Host code (an exported CuTeDSL object) is code execution: a trusted root is not enough, the
+// entry file itself must be one nobody else can write (docs/CACHE.md, "Host code"). A cubin in
+// the same file is still served: loading one runs nothing on the host.
+TEST_F(DiskCacheStore, HostCodeIsServedOnlyFromEntryFilesNobodyElseCanWrite) {
+  const fs::path root = dir / "root";
+  const CompiledArtifact host = synthetic_language_artifact(Language::cutedsl);
+  const CompiledArtifact cubin = synthetic_artifact(32);
+  {
+    DiskCache cache(options(root));
+    cache.publish(host);
+    cache.publish(cubin);
+    ASSERT_TRUE(cache.find(host.identity)) << "as published: this user's, mode 0644";
+  }
+  const fs::path host_file = root / "entries" / (host.identity.hex() + ".zjc");
+  const fs::path cubin_file = root / "entries" / (cubin.identity.hex() + ".zjc");
+  const auto refused = [&](const std::string& why) {
+    warnings.clear();
+    DiskCache cache(options(root));
+    EXPECT_FALSE(cache.find(host.identity)) << why;
+    EXPECT_FALSE(cache.find(host.identity)) << why;  // asked again: reported once
+    ASSERT_EQ(warnings.size(), 1u) << why;
+    EXPECT_NE(warnings[0].find(host_file.string()), std::string::npos) << warnings[0];
+    EXPECT_NE(warnings[0].find(why), std::string::npos) << warnings[0];
+    EXPECT_NE(warnings[0].find("compiling it instead"), std::string::npos) << warnings[0];
+  };
+  for (const fs::perms writable : {fs::perms::others_write, fs::perms::group_write}) {
+    fs::permissions(host_file, writable, fs::perm_options::add);
+    fs::permissions(cubin_file, writable, fs::perm_options::add);
+    refused("other users can write it");
+    DiskCache cache(options(root));
+    EXPECT_TRUE(cache.find(cubin.identity)) << "a cubin's file mode does not matter";
+    fs::permissions(host_file, writable, fs::perm_options::remove);
+  }
+  fs::create_hard_link(host_file, dir / "another-name");
+  refused("it has 2 links");
+  fs::remove(dir / "another-name");
+  if (::geteuid() == 0) {  // only root can give a file away
+    ASSERT_EQ(::chown(host_file.c_str(), 12345, 12345), 0);
+    refused("owned by uid 12345");
+    ASSERT_EQ(::chown(host_file.c_str(), 0, 0), 0);
+  }
+  // The same rules for a read-only layer (a pack copied with cp -a keeps others' modes).
+  fs::permissions(host_file, fs::perms::others_write, fs::perm_options::add);
+  DiskCacheOptions layered = options(dir / "empty-root");
+  layered.read_only_layers = {root};
+  warnings.clear();
+  DiskCache layer(layered);
+  EXPECT_FALSE(layer.find(host.identity));
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("other users can write it"), std::string::npos) << warnings[0];
+  fs::permissions(host_file, fs::perms::others_write, fs::perm_options::remove);
+  DiskCache sound(layered);
+  EXPECT_TRUE(sound.find(host.identity));
+}
+
 }  // namespace
 }  // namespace zerojit::test

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "unit/remote_cache/support.hpp"
+#include "zerojit/remote_cache.hpp"
 
 namespace zerojit::test {
 namespace {
@@ -154,6 +155,35 @@ TEST_F(RemoteCacheTest, PrefixesSeparateDeploymentsAndUnixSocketsWithADatabaseWo
   const HostRun reader = host("unix2", {}, {}, url);
   ASSERT_TRUE(reader.ok()) << reader.describe();
   EXPECT_EQ(reader.remote("hits"), kExampleKeys);
+}
+
+// Host code (an exported CuTeDSL object) crosses Redis only where the deployment opts in; a
+// host that has not refuses the entry before it counts as a hit, and compiles it itself.
+TEST_F(RemoteCacheTest, HostCodeIsNeitherSentNorTakenNorCountedAsAHitWithoutTheOptIn) {
+  const CompiledArtifact host_code = synthetic_language_artifact(Language::cutedsl);
+  const auto remote = [&](bool host_code_allowed) {
+    RemoteCacheOptions options;
+    options.url = server->url();
+    options.host_code = host_code_allowed;
+    options.warning_sink = [](std::string_view) {};
+    return std::make_unique<RemoteCache>(std::move(options));
+  };
+  EXPECT_FALSE(remote(false)->store(host_code));
+  EXPECT_TRUE(entry_keys().empty()) << "not sent without the opt-in";
+  ASSERT_TRUE(remote(true)->store(host_code));
+  ASSERT_EQ(entry_keys().size(), 1u);
+
+  auto declined = remote(false);
+  const RemoteCache::Obtained refused = declined->obtain(host_code.identity);
+  EXPECT_FALSE(refused.artifact);
+  EXPECT_FALSE(refused.lock) << "compiled here, without holding the fleet's lock";
+  EXPECT_FALSE(declined->fetch(host_code.identity));
+  EXPECT_EQ(declined->counters().hits, 0u);
+  EXPECT_EQ(declined->counters().host_code_refused, 2u);
+
+  auto opted_in = remote(true);
+  EXPECT_TRUE(opted_in->obtain(host_code.identity).artifact);
+  EXPECT_EQ(opted_in->counters().hits, 1u);
 }
 
 }  // namespace

@@ -1,9 +1,8 @@
-// How a kernel compiled by another language's compiler must be launched, as that compiler
-// fixed it. A CUDA C++ kernel's plan owns its whole launch; a Triton kernel's compiler decides
-// the block size (its final num_warps), the dynamic shared memory, the cluster and whether the
-// kernel was built for programmatic dependent launch, and appends parameters of its own. The
-// record travels with the cubin in every tier (it is part of the cache entry), so a process that
-// serves a pack needs no Triton to launch it.
+// How a Triton kernel must be launched, as its compiler fixed it. A CUDA C++ kernel's plan owns
+// its whole launch; a Triton kernel's compiler decides the block size (its final num_warps), the
+// dynamic shared memory, the cluster and whether the kernel was built for programmatic dependent
+// launch, and appends parameters of its own. The record travels with the cubin in every tier
+// (it is part of the cache entry), so a process that serves a pack needs no Triton to launch it.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +11,10 @@
 #include <vector>
 
 namespace zerojit {
+struct LoadedFunction;
+}
+
+namespace zerojit::languages {
 
 struct LaunchRecord {
   std::string entry;                // the kernel's symbol in the image
@@ -33,20 +36,20 @@ struct LaunchRecord {
 
 // The record as the JSON object a cache entry stores.
 std::string encode_launch_record(const LaunchRecord& record);
-// Parses and checks a stored record; throws zerojit::Error naming `kernel` and the field at
-// fault (an unknown parameter type, a block of no threads, ...).
+// Parses a stored record with bounds (record_json.hpp) and checks every field in its domain,
+// including what zerojit can launch (no global scratch, no host TMA descriptors); throws
+// RecordProblem saying what is wrong.
+LaunchRecord read_launch_record(std::string_view json);
+// read_launch_record, throwing zerojit::Error naming `kernel` instead.
 LaunchRecord decode_launch_record(std::string_view json, std::string_view kernel);
 
-struct LoadedFunction;
 // Sets what the record fixes on a function just loaded: its block, dynamic shared memory, grid
-// multiplier (the cluster size), trailing null pointers and launch attributes. Throws
-// zerojit::Error naming `kernel` for a record zerojit cannot launch yet (global scratch, host
-// TMA descriptors). Backends call it; it touches no driver.
-void adopt_launch_record(const LaunchRecord& record, std::string_view kernel,
-                         LoadedFunction& function);
+// multiplier (the cluster size), trailing null pointers and launch attributes. Touches no
+// driver.
+void adopt_launch_record(const LaunchRecord& record, LoadedFunction& function);
 
 // The bytes a Triton parameter type occupies in the kernel's parameter buffer (pointers 8,
 // "i32" 4, "fp16" 2, ...); 0 for a type zerojit cannot pack.
 std::uint32_t triton_param_bytes(std::string_view type);
 
-}  // namespace zerojit
+}  // namespace zerojit::languages

@@ -1,4 +1,4 @@
-#include "zerojit/cutedsl_runtime.hpp"
+#include "languages/cutedsl/runtime.hpp"
 
 #include <dlfcn.h>
 

@@ -1,0 +1,69 @@
+// The one call path of every kernel defined in Python, whatever its language (zerojit.Kernel,
+// zerojit.TritonKernel, zerojit.CuteKernel): the arguments read in place (any DLPack producer's
+// tensors as descriptors, scalars with their types), the key's slot and launch geometry found in
+// a memo of what dispatch and the owner's geometry saw (Python runs only for inputs it has not
+// seen), every tensor checked to be a CUDA tensor on the call's device, the arguments packed by
+// the language's packer (src/languages/packer.hpp, the only language-specific step), and the
+// launch through the kernel's executor cache in its entry kind's form: a warmed key with the GIL
+// held, a miss (which may compile) with the GIL released.
+#pragma once
+
+#include <Python.h>
+
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "call_values.hpp"
+#include "py_kernel.hpp"
+
+namespace zerojit::python {
+
+class KernelCall {
+ public:
+  // `names`: the call's parameters in order; a call passes at least `required` of them.
+  // `memoized[i]`: whether dispatch or the geometry sees parameter i (its descriptor or value is
+  // part of the memo's key). `resolve(args)` returns (slot, geometry) for a call the memo has
+  // not seen: geometry None (a host entry, or a kernel planned per call) or (grid, block,
+  // shared bytes) with grid and block an int or a tuple of 1 to 3 ints, block None where the
+  // launch record fixes it. `plan` (or None): called as plan(slot, args) on every call, for
+  // owners whose launch needs arbitrary Python (zerojit.Kernel.plan): it returns (grid, block,
+  // shared bytes, launch arguments, result), the launch arguments in the order of
+  // `launch_names` (the kernel's parameters).
+  KernelCall(DynamicKernel& kernel, Language language, std::vector<std::string> names,
+             std::size_t required, std::vector<bool> memoized, PyObject* resolve, PyObject* plan,
+             std::vector<std::string> launch_names);
+  ~KernelCall();
+  KernelCall(const KernelCall&) = delete;
+  KernelCall& operator=(const KernelCall&) = delete;
+
+  DynamicKernel& kernel() { return kernel_; }
+  languages::ArgumentPacker& packer() { return *packer_; }
+  // One call (with the GIL held); returns the result (None, or what a plan returned) or throws.
+  PyObject* call(PyObject* const* args, Py_ssize_t count, PyObject* stream);
+  void forget_memo() { memo_.clear(); }
+
+ private:
+  const CallMemo::Entry& resolve(PyObject* const* args, Py_ssize_t count,
+                                 const std::vector<CallValue>& values,
+                                 const std::vector<std::uint64_t>& fingerprint, std::uint64_t hash);
+  // Runs the per-call plan: the launch's values (in `values`), its geometry, and its result.
+  PyObject* plan_call(std::int64_t slot, PyObject* const* args, Py_ssize_t count, FastCall& call,
+                      std::vector<CallValue>& values, LaunchGeometry& geometry);
+
+  DynamicKernel& kernel_;
+  Language language_;
+  std::unique_ptr<languages::ArgumentPacker> packer_;
+  std::vector<std::string> names_;
+  std::vector<std::string> launch_names_;  // of a planned call's launch arguments
+  std::size_t required_;
+  std::vector<bool> memoized_;
+  PyObject* resolve_;  // a strong reference
+  PyObject* plan_;     // a strong reference, or nullptr
+  CallMemo memo_;
+  std::set<PyObject*> held_types_;  // scalar types the memo's words name, kept alive
+};
+
+}  // namespace zerojit::python

@@ -1,0 +1,10 @@
+// The cuda row of the language table (src/languages/table.cpp).
+#pragma once
+
+#include "zerojit/language.hpp"
+
+namespace zerojit::languages {
+
+const EntryKind& cuda_entry_kind();
+
+}  // namespace zerojit::languages

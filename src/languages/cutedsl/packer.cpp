@@ -1,0 +1,268 @@
+#include "languages/cutedsl/packer.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "languages/record_json.hpp"
+#include "zerojit/dtype.hpp"
+#include "zerojit/error.hpp"
+
+namespace zerojit::languages {
+namespace {
+
+std::size_t align_up(std::size_t value, std::size_t alignment) {
+  return (value + alignment - 1) / alignment * alignment;
+}
+
+// One runtime argument of a CuTeDSL entry, as the key's program compiled it.
+struct CuteArgument {
+  enum class Kind : std::uint8_t { tensor, scalar, stream };
+  std::string name;
+  Kind kind = Kind::tensor;
+  // tensor
+  DType dtype = DType::f32;
+  std::vector<std::int64_t> shape;         // -1: a dynamic extent
+  std::vector<std::int64_t> stride_order;  // as CuTeDSL takes it: order 0 is the innermost mode
+  std::int64_t divisibility = 1;           // of every dynamic extent
+  int shape_bytes = 4;                     // of a dynamic extent in the struct (4 or 8)
+  std::vector<int> dynamic_strides;        // the modes whose stride the struct carries
+  int stride_bytes = 8;
+  std::int64_t assumed_align = 16;  // bytes, of the data pointer
+  // scalar: "i32", "i64", "f32", "f64", "bool"
+  std::string type;
+
+  // The struct the entry takes for a tensor: {void* data; dynamic extents; dynamic strides}.
+  std::size_t strides_offset() const {
+    std::size_t dynamic = 0;
+    for (const std::int64_t extent : shape) dynamic += extent < 0 ? 1 : 0;
+    return align_up(sizeof(void*) + dynamic * static_cast<std::size_t>(shape_bytes),
+                    static_cast<std::size_t>(stride_bytes));
+  }
+  std::size_t struct_bytes() const {
+    return align_up(
+        strides_offset() + dynamic_strides.size() * static_cast<std::size_t>(stride_bytes),
+        alignof(void*));
+  }
+};
+
+CuteArgument parse_argument(const std::string& kernel, const OrderedJson& spec) {
+  CuteArgument argument;
+  argument.name = spec.at("name").get<std::string>();
+  const auto kind = spec.at("kind").get<std::string>();
+  if (kind == "stream") {
+    argument.kind = CuteArgument::Kind::stream;
+    return argument;
+  }
+  if (kind == "scalar") {
+    argument.kind = CuteArgument::Kind::scalar;
+    argument.type = spec.at("type").get<std::string>();
+    const auto& type = argument.type;
+    if (type != "i32" && type != "i64" && type != "f32" && type != "f64" && type != "bool") {
+      throw InvalidArgument(kernel, argument.name, "has no scalar type '" + type + "'");
+    }
+    return argument;
+  }
+  const auto dtype = parse_dtype(spec.at("dtype").get<std::string>());
+  argument.shape = spec.at("shape").get<std::vector<std::int64_t>>();
+  argument.stride_order = spec.at("stride_order").get<std::vector<std::int64_t>>();
+  argument.divisibility = spec.at("divisibility").get<std::int64_t>();
+  argument.shape_bytes = spec.at("shape_bytes").get<int>();
+  argument.dynamic_strides = spec.at("dynamic_strides").get<std::vector<int>>();
+  argument.stride_bytes = spec.at("stride_bytes").get<int>();
+  argument.assumed_align = spec.at("assumed_align").get<std::int64_t>();
+  const std::size_t modes = argument.shape.size();
+  bool modes_ok = argument.stride_order.size() == modes;
+  for (const int mode : argument.dynamic_strides) {
+    modes_ok = modes_ok && mode >= 0 && static_cast<std::size_t>(mode) < modes;
+  }
+  if (kind != "tensor" || !dtype || !modes_ok || modes == 0 ||
+      modes > static_cast<std::size_t>(kMaxTensorDims) || argument.divisibility < 1 ||
+      (argument.shape_bytes != 4 && argument.shape_bytes != 8) ||
+      (argument.stride_bytes != 4 && argument.stride_bytes != 8) || argument.assumed_align < 1) {
+    throw InvalidArgument(kernel, argument.name, "has a malformed tensor specification");
+  }
+  argument.dtype = *dtype;
+  return argument;
+}
+
+// What the compiled code assumes of a tensor and cannot check itself, checked: "" when the
+// tensor is as compiled, else what differs.
+std::string tensor_mismatch(const CuteArgument& spec, const TensorDesc& desc, const void* data) {
+  const int ndim = static_cast<int>(spec.shape.size());
+  if (desc.dtype != spec.dtype) {
+    return "is " + std::string(dtype_name(desc.dtype)) + ", and the program compiled it as " +
+           std::string(dtype_name(spec.dtype));
+  }
+  if (desc.ndim != ndim) {
+    return "has " + std::to_string(desc.ndim) + " dimensions, and the program compiled " +
+           std::to_string(ndim);
+  }
+  for (int d = 0; d < ndim; ++d) {
+    const std::int64_t extent = desc.size(d);
+    const std::int64_t wanted = spec.shape[static_cast<std::size_t>(d)];
+    if (wanted >= 0 && extent != wanted) {
+      return "has extent " + std::to_string(extent) + " in dimension " + std::to_string(d) +
+             ", and the program compiled it static at " + std::to_string(wanted);
+    }
+    if (wanted < 0 && extent % spec.divisibility != 0) {
+      return "has extent " + std::to_string(extent) + " in dimension " + std::to_string(d) +
+             ", and the program compiled its dynamic extents as multiples of " +
+             std::to_string(spec.divisibility);
+    }
+    if (wanted < 0 && spec.shape_bytes == 4 && extent > INT32_MAX) {
+      return "has extent " + std::to_string(extent) + " in dimension " + std::to_string(d) +
+             ", past the 32-bit dynamic extents the program compiled";
+    }
+  }
+  // Compact in the stride order: the mode of order 0 has stride 1, each next one the product of
+  // the extents before it (an extent of 1 takes any stride).
+  std::vector<int> modes(static_cast<std::size_t>(ndim));
+  for (int d = 0; d < ndim; ++d) modes[static_cast<std::size_t>(d)] = d;
+  std::sort(modes.begin(), modes.end(), [&](int a, int b) {
+    return spec.stride_order[static_cast<std::size_t>(a)] <
+           spec.stride_order[static_cast<std::size_t>(b)];
+  });
+  std::int64_t expected = 1;
+  for (const int d : modes) {
+    if (desc.size(d) != 1 && desc.stride(d) != expected) {
+      return "has stride " + std::to_string(desc.stride(d)) + " in dimension " + std::to_string(d) +
+             " where the compact layout the program compiled has " + std::to_string(expected);
+    }
+    expected *= desc.size(d);
+  }
+  if (reinterpret_cast<std::uintptr_t>(data) % static_cast<std::uintptr_t>(spec.assumed_align) !=
+      0) {
+    return "has a data pointer that is not " + std::to_string(spec.assumed_align) +
+           "-byte aligned, and the program compiled it as aligned";
+  }
+  return {};
+}
+
+// Writes `value` at `out` in `bytes` (4 or 8) bytes.
+void put_integer(std::byte* out, std::int64_t value, int bytes) {
+  if (bytes == 4) {
+    const auto narrow = static_cast<std::int32_t>(value);
+    std::memcpy(out, &narrow, 4);
+  } else {
+    std::memcpy(out, &value, 8);
+  }
+}
+
+// Writes the tensor's struct at `out`: the data pointer, the dynamic extents, the dynamic
+// strides, each at the width the export declared.
+void fill_struct(const CuteArgument& spec, const TensorRef& tensor, std::byte* out) {
+  std::memset(out, 0, spec.struct_bytes());
+  std::memcpy(out, &tensor.data, sizeof(void*));
+  std::size_t at = sizeof(void*);
+  for (std::size_t d = 0; d < spec.shape.size(); ++d) {
+    if (spec.shape[d] >= 0) continue;
+    put_integer(out + at, tensor.desc.size(static_cast<int>(d)), spec.shape_bytes);
+    at += static_cast<std::size_t>(spec.shape_bytes);
+  }
+  at = spec.strides_offset();
+  for (const int d : spec.dynamic_strides) {
+    put_integer(out + at, tensor.desc.stride(d), spec.stride_bytes);
+    at += static_cast<std::size_t>(spec.stride_bytes);
+  }
+}
+
+class CutePacker final : public ArgumentPacker {
+ public:
+  explicit CutePacker(std::string_view kernel) : specs_(kernel, &parse_argument) {}
+
+  void set_spec(std::int64_t slot, std::string_view spec_json) override {
+    specs_.set(slot, spec_json);
+  }
+  bool has_spec(std::int64_t slot) const override { return specs_.has(slot); }
+
+  void pack(const CallToPack& call, PackFailure& failure, PackedCall& out) override {
+    const std::vector<CuteArgument>& spec = specs_[call.slot];
+    // The entry's argument pointers: a struct per tensor, a value per scalar, the stream, and
+    // the entry's return code last. Reused from call to call (one call at a time per thread).
+    thread_local std::vector<std::byte> storage;
+    thread_local std::vector<void*> pointers;
+    std::size_t bytes = 8;  // the return code
+    for (const CuteArgument& argument : spec) bytes += align_up(argument.struct_bytes(), 8) + 8;
+    if (storage.size() < bytes) storage.resize(bytes);
+    pointers.clear();
+    std::size_t at = 0;
+    std::size_t next = 0;  // the call value the next non-stream argument takes
+    for (const CuteArgument& argument : spec) {
+      std::byte* slot = storage.data() + at;
+      pointers.push_back(slot);
+      if (argument.kind == CuteArgument::Kind::stream) {
+        std::memcpy(slot, &call.stream, sizeof call.stream);
+        at += 8;
+        continue;
+      }
+      const CallValue& value = call.values[next++];
+      if (argument.kind == CuteArgument::Kind::tensor) {
+        if (value.kind != CallValue::Kind::tensor) {
+          failure.refuse(argument.name,
+                         "is " + kind_name(value.kind) + ", and the program compiled a tensor");
+        }
+        const std::string mismatch =
+            tensor_mismatch(argument, value.tensor.desc, value.tensor.data);
+        if (!mismatch.empty()) failure.refuse(argument.name, mismatch);
+        fill_struct(argument, value.tensor, slot);
+        at += align_up(argument.struct_bytes(), 8);
+        continue;
+      }
+      pack_scalar(argument, value, failure, slot);
+      at += 8;
+    }
+    auto* status = reinterpret_cast<std::int32_t*>(storage.data() + at);
+    *status = 0;
+    pointers.push_back(status);
+    out.host_args = pointers.data();
+    out.host_count = pointers.size();
+  }
+
+ private:
+  static void pack_scalar(const CuteArgument& argument, const CallValue& value,
+                          PackFailure& failure, std::byte* out) {
+    const std::string& type = argument.type;
+    if (type == "bool") {
+      if (value.kind != CallValue::Kind::boolean)
+        failure.fail(argument.name, "must be True or False");
+      const std::uint8_t flag = value.flag ? 1 : 0;
+      std::memcpy(out, &flag, 1);
+      return;
+    }
+    if (type == "f32" || type == "f64") {
+      if (value.kind != CallValue::Kind::floating && value.kind != CallValue::Kind::integer) {
+        failure.fail(argument.name, "must be a number, got " + kind_name(value.kind));
+      }
+      const double number = value.kind == CallValue::Kind::floating
+                                ? value.number
+                                : static_cast<double>(value.integer);
+      if (type == "f32") {
+        const auto narrow = static_cast<float>(number);
+        std::memcpy(out, &narrow, 4);
+      } else {
+        std::memcpy(out, &number, 8);
+      }
+      return;
+    }
+    if (value.kind != CallValue::Kind::integer || value.above_int64 ||
+        (type == "i32" && (value.integer < INT32_MIN || value.integer > INT32_MAX))) {
+      failure.refuse(argument.name,
+                     "= " +
+                         (value.kind == CallValue::Kind::integer ? integer_text(value)
+                                                                 : kind_name(value.kind)) +
+                         " is no " + type + ", the type the program compiled");
+    }
+    put_integer(out, value.integer, type == "i32" ? 4 : 8);
+  }
+
+  SlotSpecs<CuteArgument> specs_;
+};
+
+}  // namespace
+
+std::unique_ptr<ArgumentPacker> make_cutedsl_packer(std::string_view kernel) {
+  return std::make_unique<CutePacker>(kernel);
+}
+
+}  // namespace zerojit::languages
