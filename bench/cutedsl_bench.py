@@ -37,7 +37,9 @@ DIRECT = """
     os.environ["CUTE_DSL_ARCH"] = "sm_90a"
     import cutlass, cutlass.cute as cute
     from cutlass.cute import runtime
-    from zerojit import _compile_worker, cute_kernels
+    from zerojit import cute_kernels
+    from zerojit.languages import compile_worker
+    from zerojit.languages.cutedsl import compile as cute_compile
     imported = time.perf_counter()
     for cls in owners.KERNELS:
         kernel = cls()
@@ -47,9 +49,9 @@ DIRECT = """
             text = ", ".join(f"{f}={v}" for f, _, v in fields)
             request, _ = cute_kernels._specialize(kernel.name, text, kernel._source,
                                                   kernel.program(key))
-            fn = _compile_worker._function({"module": kernel._source.module,
+            fn = compile_worker.kernel_function({"module": kernel._source.module,
                                             "qualname": kernel._source.qualname})
-            fakes = _compile_worker._cute_fakes(json.loads(request), cutlass, cute, runtime)
+            fakes = cute_compile._cute_fakes(json.loads(request), cutlass, cute, runtime)
             cute.compile(fn, *fakes, options="--gpu-arch sm_90a")
     end = time.perf_counter()
     print(json.dumps({"seconds": end - start, "import_seconds": imported - start}))

@@ -17,7 +17,7 @@ namespace zerojit::python {
 
 struct DynamicRegistration;
 
-// Maps zerojit's C++ exceptions onto the Python classes of zerojit._errors (InvalidArgument is
+// Maps zerojit's C++ exceptions onto the Python classes of zerojit.runtime.errors (InvalidArgument is
 // a ValueError, RuntimeJitError a zerojit.Error, ...), carrying their fields as attributes.
 void register_errors(pybind11::module_& module);
 

@@ -92,7 +92,7 @@ void set_python_error_from_current_exception() {
 }
 
 void register_errors(py::module_& module) {
-  py::module_ errors = py::module_::import("zerojit._errors");
+  py::module_ errors = py::module_::import("zerojit.runtime.errors");
   error_classes() =
       new ErrorClasses{errors.attr("Error"),           errors.attr("InvalidArgument"),
                        errors.attr("ConfigError"),     errors.attr("UnavailableError"),

@@ -1,5 +1,5 @@
 // The DSv4 kernels' launch path from Python: one METH_FASTCALL function per op, positional
-// arguments in the order of the Python wrappers (python/zerojit/dsv4.py), the last one the
+// arguments in the order of the Python wrappers (python/zerojit/dsv4/__init__.py), the last one the
 // stream (None: the tensors' framework's current stream). Outputs passed as None are
 // allocated like the inputs. Each returns its outputs, or None for ops that only write in place.
 //
@@ -103,18 +103,18 @@ bool stores_full_rows(const FastCall& call, const TensorDesc& cache,
 }
 
 // vLLM's compressor passes ones(1) when a float8 cache has no per-tensor scale: one such
-// tensor per device, made once by the Python side (zerojit._dsv4_launch.unit_scale) and kept.
+// tensor per device, made once by the Python side (zerojit.dsv4.launch.unit_scale) and kept.
 std::optional<TensorRef> fp8_scale_or_unit(FastCall& call, PyObject* fp8_scale, PyObject* k_cache,
                                            const TensorDesc& cache) {
   if (fp8_scale != Py_None || cache.dtype != DType::e4m3) {
     return call.optional_tensor(fp8_scale, "fp8_scale");
   }
-  PyObject* module = PyImport_ImportModule("zerojit._dsv4_launch");
+  PyObject* module = PyImport_ImportModule("zerojit.dsv4.launch");
   if (module == nullptr) throw pybind11::error_already_set();
   PyObject* unit = PyObject_CallMethod(module, "unit_scale", "O", k_cache);
   Py_DECREF(module);
   if (unit == nullptr) throw pybind11::error_already_set();
-  // Kept alive by zerojit._dsv4_launch's per-device cache.
+  // Kept alive by zerojit.dsv4.launch's per-device cache.
   Py_DECREF(unit);
   return call.tensor(unit, "fp8_scale");
 }

@@ -1,5 +1,5 @@
 // The compilers of the languages whose compilers are Python (Triton, CuTeDSL), installed on the
-// Runtime from Python (zerojit._languages): the core asks them for a version and for compiles
+// Runtime from Python (zerojit.languages): the core asks them for a version and for compiles
 // from whichever thread needs one (a warmup worker, a launch's miss), with the GIL taken here;
 // the Python side runs each compile in a worker process and waits without the GIL.
 #include <pybind11/pybind11.h>
@@ -69,7 +69,7 @@ class PythonLanguageCompiler final : public LanguageCompiler {
   // installed), a CompileError keeps its log, anything else is a CompileError naming its type.
   [[noreturn]] void rethrow(py::error_already_set& error, const Program* program) {
     const std::string message = py::str(error.value());
-    const py::module_ errors = py::module_::import("zerojit._errors");
+    const py::module_ errors = py::module_::import("zerojit.runtime.errors");
     if (error.matches(errors.attr("UnavailableError"))) throw UnavailableError(message);
     const std::string kernel = program ? program->kernel_name : std::string();
     const std::string key = program ? program->key_text : std::string();

@@ -254,7 +254,7 @@ void bind_runtime(py::module_& module) {
   module.def("monitor_reset_events", [] { Monitor::instance().reset_events(); });
 
   module.def("set_cache_dir", &set_cache_dir, py::arg("root"));
-  // The module's yes/no variables by the library's rule (zerojit._environment.flag).
+  // The module's yes/no variables by the library's rule (zerojit.runtime.environment.flag).
   module.def(
       "environment_flag",
       [](const std::string& name, bool unset) {

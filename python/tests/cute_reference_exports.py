@@ -23,7 +23,9 @@ def main():
     sys.path.insert(0, TESTS)
     import cute_test_owners as owners
     import zerojit
-    from zerojit import _compile_worker, cute_kernels
+    from zerojit import cute_kernels
+    from zerojit.languages import compile_worker
+    from zerojit.languages.cutedsl import compile as cute_compile
 
     owners.register_all()
     report = zerojit.warmup_kernels(
@@ -49,10 +51,10 @@ def main():
             from cutlass.cute import runtime
 
             source = kernel._source
-            fn = _compile_worker._function(
+            fn = compile_worker.kernel_function(
                 {"module": source.module, "qualname": source.qualname, "file": source.file}
             )
-            fakes = _compile_worker._cute_fakes(message, cutlass, cute, runtime)
+            fakes = cute_compile._cute_fakes(message, cutlass, cute, runtime)
             compiled = cute.compile(fn, *fakes, options=f"--gpu-arch {arch}")
             compiled.export_to_c(reference, message["prefix"], function_prefix=message["prefix"])
             keys.append(

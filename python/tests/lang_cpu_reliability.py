@@ -9,14 +9,16 @@ to a temporary folder. Tests that compile need Triton or nvidia-cutlass-dsl (the
 scripts/setup.sh makes has both) and skip, saying so, where they cannot be imported."""
 
 import importlib.util
+import json
 import os
 import re
 import sys
 import tempfile
 import unittest
+import unittest.mock
 
 import zerojit
-from zerojit import _compile_worker
+from zerojit.languages import compile_worker
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(TESTS))
@@ -161,21 +163,25 @@ def failed_errors(test, keys):
     return [key["error"] for key in keys]
 
 
+# A language's compile module (as the table names one) whose compiler colours its error.
+COLOURED_COMPILE = r"""
+def compile(request, worker):
+    raise ValueError(
+        "\x1b[91m\x1b[1merror:\x1b[0m NameError in `bad` \x1b]8;;file:///k.py\x1b\\k.py"
+        "\x1b]8;;\x1b\\:6"
+    )
+"""
+
+
 class PlainText(unittest.TestCase):
     """Finding 1: a compiler's message reaches the report without terminal escape sequences."""
 
     def test_a_failure_reply_has_no_escape_sequences_in_its_error_or_log(self):
-        def coloured(request):
-            raise ValueError(
-                "\x1b[91m\x1b[1merror:\x1b[0m NameError in `bad` \x1b]8;;file:///k.py\x1b\\k.py"
-                "\x1b]8;;\x1b\\:6"
-            )
-
-        _compile_worker._OPERATIONS["coloured"] = coloured
-        try:
-            reply = _compile_worker._serve({"op": "coloured"})
-        finally:
-            del _compile_worker._OPERATIONS["coloured"]
+        with tempfile.TemporaryDirectory() as folder:
+            coloured = os.path.join(folder, "coloured_compile.py")
+            with open(coloured, "w") as handle:
+                handle.write(COLOURED_COMPILE)
+            reply = compile_worker._serve({"compile": coloured})
         self.assertFalse(reply["ok"])
         self.assertEqual(reply["error"], "error: NameError in `bad` k.py:6")
         self.assertNotIn("\x1b", reply["log"])
@@ -206,8 +212,8 @@ class KernelModuleImport(unittest.TestCase):
                 handle.write(BAD_IMPORT)
             sys.path.insert(0, folder)
             try:
-                with self.assertRaises(_compile_worker.RequestError) as caught:
-                    _compile_worker._function(
+                with self.assertRaises(compile_worker.RequestError) as caught:
+                    compile_worker.kernel_function(
                         {"module": "reliability_bad_import", "qualname": "copy", "file": None}
                     )
             finally:
@@ -265,7 +271,7 @@ class CompilerMissingInTheWorkers(unittest.TestCase):
             {"sitecustomize.py": SITECUSTOMIZE.format(package="cutlass")},
         )
         self.assert_says_missing(
-            failed_errors(self, keys), "CuTeDSL (nvidia-cutlass-dsl)", "pip install nvidia-cutlass"
+            failed_errors(self, keys), "CuTeDSL", "pip install nvidia-cutlass-dsl"
         )
 
     def test_a_compiler_that_fails_inside_its_import_keeps_its_failing_line(self):
@@ -273,7 +279,10 @@ class CompilerMissingInTheWorkers(unittest.TestCase):
             exec(compile("import json\nraise RuntimeError('broken')\n", "fake.py", "exec"), {})
         except RuntimeError as error:
             failure = error
-        text = _compile_worker._preload_failure("triton.compiler", failure)
+        # The zygote is told its compiler's name and install hint by the parent (the table).
+        hint = json.dumps(["Triton", "pip install triton==3.6.0"])
+        with unittest.mock.patch.dict(os.environ, {"ZEROJIT_WORKER_COMPILER": hint}):
+            text = compile_worker._preload_failure("triton.compiler", failure)
         self.assertIn(f"Triton cannot be imported by {sys.executable}", text)
         self.assertIn("import triton.compiler failed: RuntimeError: broken", text)
         self.assertIn("(at fake.py:2)", text)

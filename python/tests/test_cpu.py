@@ -84,7 +84,7 @@ class EnvironmentFlagTest(unittest.TestCase):
         )
 
     def test_words_and_defaults(self):
-        from zerojit import _environment
+        from zerojit.runtime import environment as _environment
 
         name = "ZEROJIT_TEST_FLAG"
         try:

@@ -668,7 +668,7 @@ class HooksTest(unittest.TestCase):
         open(os.path.join(lib, "libnvrtc.so.13"), "w").close()
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, *sys.path]))
         env.pop("ZEROJIT_NVRTC_LIBRARY", None)
-        code = "import zerojit._nvrtc as n; print(n.configure())"
+        code = "import zerojit.runtime.nvrtc as n; print(n.configure())"
         found = subprocess.run(
             [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
         ).stdout.strip()

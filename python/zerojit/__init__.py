@@ -8,13 +8,23 @@ The DeepSeek-V4 attention-side kernels take tensors through DLPack (``torch.Tens
 with ``__dlpack__``) and keep the argument names of vLLM's implementation; see ``zerojit.dsv4``.
 Their CPU references are in ``zerojit.reference``, the disk cache operations in
 ``zerojit.cache``.
+
+The package is laid out as the system is: ``runtime/`` (errors, types, warmup), ``languages/``
+(the table of kernel languages, one folder each: CUDA C++, Triton, CuTeDSL), ``dsv4/`` (the
+DeepSeek-V4 family), ``pytorch/`` (the torch custom ops) and ``tool/`` (``python -m zerojit``).
+The public modules keep their names: ``zerojit.kernels``, ``zerojit.triton_kernels``,
+``zerojit.cute_kernels``, ``zerojit.reference``, ``zerojit.torch_ops``, ``zerojit.torch_kernels``.
 """
 
-from . import _environment, _nvrtc
+import sys as _sys
+
+
+from zerojit.runtime import environment as _environment
+from zerojit.runtime import nvrtc as _nvrtc
 
 _nvrtc.configure()  # before the core first loads NVRTC
 
-from ._errors import (
+from zerojit.runtime.errors import (
     CompileError,
     ConfigError,
     CudaError,
@@ -25,9 +35,12 @@ from ._errors import (
     UnavailableError,
     WarmupError,
 )
-from . import _core
-from . import cache, dsv4, monitor, reference
-from ._warmup import (
+from zerojit import _core
+from zerojit import cache
+from zerojit import dsv4
+from zerojit import monitor
+from zerojit.dsv4 import reference
+from zerojit.runtime.warmup import (
     clear_registrations,
     config,
     default_config,
@@ -38,13 +51,13 @@ from ._warmup import (
     warmup,
     warmup_kernels,
 )
-from . import hooks
-from .kernels import DType, Geometry, Kernel, Launch, Program, TensorDesc
-from .triton_kernels import SUPPORTED_TRITON, TritonKernel, TritonProgram
-from .cute_kernels import CuteKernel, CuteProgram, CuteTensor
-from .spaces import Space, next_power_of_two
-from .torch_kernels import torch_op
-from .dsv4 import (
+from zerojit import hooks
+from zerojit.languages.cuda.owner import DType, Geometry, Kernel, Launch, Program, TensorDesc
+from zerojit.languages.triton.owner import SUPPORTED_TRITON, TritonKernel, TritonProgram
+from zerojit.languages.cutedsl.owner import CuteKernel, CuteProgram, CuteTensor
+from zerojit.spaces import Space, next_power_of_two
+from zerojit.pytorch.kernels import torch_op
+from zerojit.dsv4 import (
     compress_norm_rope_store,
     dequantize_and_gather_k_cache,
     fused_indexer_q_rope_quant,
@@ -61,12 +74,12 @@ __version__ = "0.1.0"
 
 
 def _register_torch_ops():
-    """torch.ops.zerojit.*, when PyTorch can be imported (zerojit.torch_ops)."""
+    """torch.ops.zerojit.*, when PyTorch can be imported (zerojit.pytorch.ops)."""
     import importlib.util
 
     if _environment.flag("ZEROJIT_NO_TORCH", False) or importlib.util.find_spec("torch") is None:
         return None
-    from . import torch_ops
+    from zerojit.pytorch import ops as torch_ops
 
     return torch_ops
 
@@ -76,10 +89,36 @@ torch_ops = _register_torch_ops()
 if _environment.flag("ZEROJIT_PYTHON_LOGGING", True):
     hooks.install_logging()
 
-from . import _cute_guard, _triton_guard
+# The public names of the language and integration modules (their files live in the folders).
+from zerojit.languages.cuda import owner as kernels
+from zerojit.languages.triton import owner as triton_kernels
+from zerojit.languages.cutedsl import owner as cute_kernels
+from zerojit.pytorch import kernels as torch_kernels
 
-_triton_guard.install_when_imported()
-_cute_guard.install_when_imported()
+for _name, _module in (
+    ("kernels", kernels),
+    ("triton_kernels", triton_kernels),
+    ("cute_kernels", cute_kernels),
+    ("reference", reference),
+    ("torch_kernels", torch_kernels),
+    ("torch_ops", torch_ops),
+):
+    if _module is not None:
+        _sys.modules[f"{__name__}.{_name}"] = _module
+
+
+def _install_guards():
+    """Each language's guard over compiles of kernels zerojit does not own (the table)."""
+    import importlib
+
+    from zerojit import languages
+
+    for language in languages.LANGUAGES:
+        if language.guard is not None:
+            importlib.import_module(language.guard).install_when_imported()
+
+
+_install_guards()
 
 
 def driver_available():

@@ -1,7 +1,7 @@
 """``python -m zerojit ...``: the zerojit command-line tool (the ``zerojit`` executable pip
 installs next to the interpreter's scripts when asked to build it: pyproject.toml), with the
 same arguments; with ``--module M`` (the kernels Python modules register, Triton's and
-CuTeDSL's among them) the same tool runs in this interpreter (zerojit._cli)."""
+CuTeDSL's among them) the same tool runs in this interpreter (zerojit.tool.modules)."""
 
 import os
 import shutil
@@ -33,7 +33,7 @@ def _names_modules(argv):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if _names_modules(argv):
-        from . import _cli
+        from zerojit.tool import modules as _cli
 
         return _cli.run(argv)
     tool = _tool()

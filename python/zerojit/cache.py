@@ -9,8 +9,8 @@ of ``$ZEROJIT_CACHE_READONLY_DIRS`` are read with every root, "off" included.
 
 import json
 
-from . import _core
-from ._environment import path_bytes
+from zerojit import _core
+from zerojit.runtime.environment import path_bytes
 
 __all__ = ["ls", "verify", "gc", "clear", "default_dir", "set_dir", "describe"]
 

@@ -11,7 +11,7 @@ lock that a thread holding the GIL could wait for.
 import atexit
 import logging
 
-from . import _core
+from zerojit import _core
 
 __all__ = [
     "install_logging",

@@ -7,7 +7,9 @@ while a stream captures a CUDA graph is refused in every mode.
 
 import json
 
-from . import _core, _cute_guard, _triton_guard
+from zerojit import _core
+from zerojit.languages.cutedsl import guard as _cute_guard
+from zerojit.languages.triton import guard as _triton_guard
 
 __all__ = [
     "mode",

@@ -14,8 +14,8 @@ code's own.
 
 import typing
 
-from . import _core
-from ._errors import Error
+from zerojit import _core
+from zerojit.runtime.errors import Error
 
 __all__ = ["Space", "Expansion", "next_power_of_two"]
 

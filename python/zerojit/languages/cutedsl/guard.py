@@ -14,8 +14,9 @@ zerojit's own CuTeDSL kernels compile in worker processes, where the guard is ne
 import functools
 import os
 
-from . import _core, _environment
-from ._after_import import call_after_import
+from zerojit import _core
+from zerojit.runtime import environment as _environment
+from zerojit.runtime.after_import import call_after_import
 
 __all__ = ["enable", "enabled", "install_when_imported"]
 

@@ -1,13 +1,14 @@
 """What the DSv4 functions (zerojit.dsv4 and its compressors) share to launch: the fast path
 and CPU reference of the core module, the choice between the fast path and the torch custom op
-(``eager``, replaced by zerojit.torch_ops when it registers the ops), the default float8 scale and
+(``eager``, replaced by zerojit.pytorch.ops when it registers the ops), the default float8 scale and
 the integer check of the C++ paths."""
 
 import operator
 import sys
 
-from . import _core, _errors
-from ._tensors import torch_module
+from zerojit import _core
+from zerojit.runtime import errors as _errors
+from zerojit.runtime.tensors import torch_module
 
 fast = _core.fast
 cpu = _core.reference
@@ -16,8 +17,8 @@ cpu = _core.reference
 def eager(anchor):
     """Whether a call on ``anchor`` takes the fast launch path. Under torch.compile (Dynamo
     folds ``is_dynamo_compiling`` to True) and for tensor subclasses such as FakeTensor, the
-    call goes through the torch custom op instead (``torch.ops.zerojit``, zerojit.torch_ops),
-    which tracing understands. Replaced by zerojit.torch_ops when it registers the ops."""
+    call goes through the torch custom op instead (``torch.ops.zerojit``, zerojit.pytorch.ops),
+    which tracing understands. Replaced by zerojit.pytorch.ops when it registers the ops."""
     return True
 
 

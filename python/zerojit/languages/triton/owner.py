@@ -30,14 +30,14 @@ import subprocess
 import threading
 import typing
 
-from . import _core
-from ._errors import InvalidArgument, UnavailableError
-from ._function_owner import (
+from zerojit import _core
+from zerojit.languages.function_owner import (
     FunctionKernel,
     check_constexpr_values,
     check_program_names,
     compile_in_worker,
 )
+from zerojit.runtime.errors import InvalidArgument, UnavailableError
 
 __all__ = ["TritonKernel", "TritonProgram", "triton_version", "SUPPORTED_TRITON"]
 
@@ -272,8 +272,6 @@ def _argument_fields(fail, name, signature, constexprs, divisible):
 
 _versions = {}
 _versions_lock = threading.Lock()
-# What the workers' zygote imports once for every worker (zerojit._workers).
-_PRELOAD = ("triton", "triton.compiler", "triton.backends.nvidia.compiler")
 _installed = False
 
 
@@ -340,12 +338,11 @@ def _ptxas_version(path):
 def _compile(kernel, key_text, function, request, arch):
     """One Triton key, compiled in a worker process: (cubin, entry, launch record, log, s)."""
     message = {
-        "op": "triton",
         "capability": _capability(arch),
         "triton_version": importlib.metadata.version("triton"),
         **json.loads(request),
     }
-    return compile_in_worker(TritonKernel, kernel, key_text, arch, message, "Triton", _PRELOAD)
+    return compile_in_worker(TritonKernel, kernel, key_text, arch, message)
 
 
 def install_compiler():

@@ -31,15 +31,15 @@ import re
 import threading
 import typing
 
-from . import _core
-from ._errors import CompileError, InvalidArgument, UnavailableError
-from ._function_owner import (
+from zerojit import _core
+from zerojit.languages.function_owner import (
     FunctionKernel,
     check_constexpr_values,
     check_program_names,
     compile_in_worker,
 )
-from ._types import DType
+from zerojit.runtime.errors import CompileError, InvalidArgument, UnavailableError
+from zerojit.runtime.types import DType
 
 __all__ = ["CuteKernel", "CuteProgram", "CuteTensor", "cutedsl_version"]
 
@@ -241,8 +241,6 @@ def _specialize(kernel, key_text, source, program):
 
 _installed = False
 _lock = threading.Lock()
-# What each arch's zygote imports once for all its workers (zerojit._workers).
-_PRELOAD = ("cutlass", "cutlass.cute", "cutlass.cute.runtime")
 
 
 def cutedsl_version(arch="sm_90a"):
@@ -280,20 +278,12 @@ def _compile(kernel, key_text, function, request, arch):
             f"kernel {kernel} [{key_text}]: '{arch}' is no CUDA arch name", kernel, key_text
         )
     message = {
-        "op": "cutedsl",
         "arch": arch,
         "dsl_version": cutedsl_version(arch)[len("cutedsl-") :],
         **json.loads(request),
     }
     return compile_in_worker(
-        CuteKernel,
-        kernel,
-        key_text,
-        arch,
-        message,
-        "CuTeDSL",
-        _PRELOAD,
-        env={"CUTE_DSL_ARCH": arch},
+        CuteKernel, kernel, key_text, arch, message, env={"CUTE_DSL_ARCH": arch}
     )
 
 

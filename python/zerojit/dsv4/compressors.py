@@ -1,9 +1,9 @@
 """The DSv4 compressor functions (spec sections 3-7), re-exported by zerojit.dsv4, whose
 docstring says how they take tensors, streams and ``pdl``."""
 
-from . import _dsv4_launch as _launch
-from . import _errors
-from ._tensors import empty, shape_of, torch_module
+from zerojit.dsv4 import launch as _launch
+from zerojit.runtime import errors as _errors
+from zerojit.runtime.tensors import empty, shape_of, torch_module
 
 # The compressor kernels are written for the DSv4 main-attention head (spec sections 3-7).
 _HEAD_DIM = 512

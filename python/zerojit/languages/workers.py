@@ -4,7 +4,7 @@ CuTeDSL).
 One interpreter compiles one kernel at a time, so compiles run in worker processes. Workers
 are never forks of the serving process (it may hold CUDA contexts and threads, and a fork of it
 would run Python in a copy of locks that other threads held). Instead one fresh interpreter per
-compiler, the *zygote*, imports the compiler once (``python -c ... zerojit._compile_worker
+compiler, the *zygote*, imports the compiler once (``python -c ... zerojit.languages.compile_worker
 zygote``) and forks the workers from itself on request: a worker starts in milliseconds with the
 compiler already imported, so N workers cost one import, not N. Workers start on demand, up to
 ``limit`` at once, are reused, and stop at the end of a warmup (``shutdown``) and at exit. The
@@ -33,8 +33,8 @@ import tempfile
 import threading
 import time
 
-from . import _environment
-from ._errors import CompileError
+from zerojit.runtime import environment as _environment
+from zerojit.runtime.errors import CompileError
 
 __all__ = ["WorkerFailure", "run", "set_limit", "shutdown"]
 
@@ -49,7 +49,7 @@ _BOOTSTRAP = (
     "sys.path[:0] = json.loads(os.environ.pop('ZEROJIT_WORKER_SYS_PATH', '[]')); "
     "runpy.run_path(os.environ.pop('ZEROJIT_WORKER_MAIN'), run_name='__main__')"
 )
-_WORKER_MAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_compile_worker.py")
+_WORKER_MAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "compile_worker.py")
 
 
 class WorkerFailure(CompileError):
@@ -272,21 +272,23 @@ _pools_lock = threading.Lock()
 _limit = [max(1, os.cpu_count() or 1)]
 
 
-def _pool(preload, env):
-    key = (tuple(preload), tuple(sorted(env.items())))
+def _pool(language, env):
+    # What a zygote that cannot import the compiler says: its name, and how to install it.
+    env = dict(env, ZEROJIT_WORKER_COMPILER=json.dumps([language.compiler, language.install]))
+    key = (tuple(language.preload), tuple(sorted(env.items())))
     with _pools_lock:
         pool = _pools.get(key)
         if pool is None:
-            pool = _pools[key] = _Pool(list(preload), dict(env))
+            pool = _pools[key] = _Pool(list(language.preload), env)
             pool.set_limit(_limit[0])
         return pool
 
 
-def run(message, preload=(), env=None):
-    """Sends one request to a worker whose zygote imported `preload` (module names) with `env`
-    set, and returns its reply (a dict). Raises WorkerFailure when the worker dies or overruns
-    the timeout."""
-    return _pool(preload, env or {}).run(message)
+def run(message, language, env=None):
+    """Sends one request to a worker whose zygote imported `language`'s compiler (its row in
+    zerojit.languages) with `env` set, and returns its reply (a dict). Raises WorkerFailure
+    when the worker dies or overruns the timeout."""
+    return _pool(language, env or {}).run(message)
 
 
 def set_limit(limit):

@@ -10,19 +10,19 @@ allocates them, and returned.
 A call whose compile key was not warmed up compiles at run time: a monitor event (an error in
 monitor mode ``error``) and always an error while the stream captures a CUDA graph.
 
-The same functions run the CPU reference on host tensors: see ``zerojit.reference``.
+The same functions run the CPU reference on host tensors: see ``zerojit.dsv4.reference``.
 """
 
-from . import _dsv4_launch as _launch
-from . import _errors
-from ._dsv4_compressors import (
+from zerojit.dsv4 import launch as _launch
+from zerojit.dsv4.compressors import (
     compress_norm_rope_store,
     fused_kv_compress_norm_rope_insert_sparse_attn,
     sparse_attn_compress_c128,
     sparse_attn_norm_rope_store,
     split_kv_compress_norm_rope_insert_sparse_attn,
 )
-from ._tensors import empty, is_torch_tensor, shape_of, torch_module
+from zerojit.runtime import errors as _errors
+from zerojit.runtime.tensors import empty, is_torch_tensor, shape_of, torch_module
 
 __all__ = [
     "fused_indexer_q_rope_quant",

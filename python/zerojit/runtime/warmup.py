@@ -5,9 +5,10 @@ import dataclasses
 import json
 import os
 
-from . import _core, _workers
-from ._environment import path_bytes as _path_bytes
-from ._errors import WarmupError
+from zerojit import _core
+from zerojit.languages import workers as _workers
+from zerojit.runtime.environment import path_bytes as _path_bytes
+from zerojit.runtime.errors import WarmupError
 
 __all__ = [
     "config",

@@ -5,7 +5,7 @@ import enum
 import sys
 import typing
 
-from . import _core
+from zerojit import _core
 
 __all__ = ["DType", "TensorDesc"]
 

@@ -8,9 +8,9 @@ identity / counters.
 import dataclasses
 import typing
 
-from . import _core
-from ._errors import Error, InvalidArgument
-from ._types import DType
+from zerojit import _core
+from zerojit.runtime.errors import Error, InvalidArgument
+from zerojit.runtime.types import DType
 
 __all__ = ["KernelOwner"]
 

@@ -11,10 +11,12 @@ and ``_resolve(args)`` (a new call's slot and geometry).
 import inspect
 import json
 
-from . import _core, _kernel_source, _workers
-from ._errors import CompileError, InvalidArgument
-from ._owner import KernelOwner
-from ._types import TensorDesc
+from zerojit import _core, languages
+from zerojit.languages import kernel_source as _kernel_source
+from zerojit.languages import workers as _workers
+from zerojit.languages.owner import KernelOwner
+from zerojit.runtime.errors import CompileError, InvalidArgument
+from zerojit.runtime.types import TensorDesc
 
 __all__ = [
     "FunctionKernel",
@@ -168,9 +170,11 @@ def check_constexpr_values(fail, constexprs):
             )
 
 
-def compile_in_worker(owner_type, kernel, key_text, arch, message, label, preload, env=None):
-    """One key compiled in a worker process: (image, entry, record, log, seconds).
-    `message` is what the worker needs beyond the function's location and the request."""
+def compile_in_worker(owner_type, kernel, key_text, arch, message, env=None):
+    """One key compiled in a worker process by its language's compile module (the table in
+    zerojit.languages): (image, entry, record, log, seconds). `message` is what the worker needs
+    beyond the function's location and the request."""
+    language = languages.row(owner_type._language)
     owner = KernelOwner.named(kernel)
     if not isinstance(owner, owner_type):
         raise CompileError(
@@ -180,11 +184,23 @@ def compile_in_worker(owner_type, kernel, key_text, arch, message, label, preloa
             key_text,
         )
     source = owner._source
-    message = {"module": source.module, "qualname": source.qualname, "file": source.file, **message}
-    reply = _workers.run(message, preload=preload, env=env)
+    message = {
+        "compile": language.compile_file,
+        "module": source.module,
+        "qualname": source.qualname,
+        "file": source.file,
+        **message,
+    }
+    try:
+        reply = _workers.run(message, language, env=env)
+    except _workers.WorkerFailure as failure:
+        raise type(failure)(
+            f"kernel {kernel} [{key_text}] for {arch}: {failure}", kernel, key_text, failure.log
+        ) from None
     if not reply["ok"]:
         raise CompileError(
-            f"kernel {kernel} [{key_text}] for {arch}: {label} failed: {reply['error']}",
+            f"kernel {kernel} [{key_text}] for {arch}: {language.compiler} failed: "
+            f"{reply['error']}",
             kernel,
             key_text,
             reply.get("log"),

@@ -14,8 +14,8 @@ compress) so a test can hand them to the comparisons.
 
 import functools
 
-from . import _core
-from . import dsv4 as _dsv4
+from zerojit import _core
+from zerojit import dsv4 as _dsv4
 
 __all__ = [
     "fused_indexer_q_rope_quant",
@@ -38,7 +38,9 @@ def _on_cpu(function):
     @functools.wraps(function)
     def reference(*args, **kwargs):
         if "stream" in kwargs:
-            raise TypeError(f"zerojit.reference.{function.__name__} runs on the CPU: no stream")
+            raise TypeError(
+                f"zerojit.dsv4.reference.{function.__name__} runs on the CPU: no stream"
+            )
         return function(*args, _reference=True, **kwargs)
 
     reference.__doc__ = f"CPU reference of zerojit.{function.__name__} (host tensors).\n\n" + (

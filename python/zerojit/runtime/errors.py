@@ -40,7 +40,8 @@ class CudaError(Error):
 
 
 class CompileError(Error):
-    """NVRTC rejected a kernel specialization. Attributes: ``kernel``, ``key``, ``log``."""
+    """A kernel specialization did not compile (its compiler rejected it, or could not run).
+    Attributes: ``kernel``, ``key``, ``log``."""
 
     def __init__(self, message, kernel=None, key=None, log=None):
         super().__init__(message)

@@ -11,7 +11,7 @@ def flag(name, default):
     False; 1, true, yes or on True. Anything else gives ``default``, named in one warning of the
     library's log (once per variable and value), so that a value meant one way is never
     silently taken the other."""
-    from . import _core
+    from zerojit import _core
 
     return _core.environment_flag(name, bool(default))
 

@@ -16,7 +16,8 @@ to skip it), through PyTorch's ``Library`` directly: the least dispatcher work p
 import torch
 from torch import library as torch_library
 
-from . import _core, _dsv4_launch
+from zerojit import _core
+from zerojit.dsv4 import launch as _dsv4_launch
 
 _fast = _core.fast
 
@@ -170,7 +171,7 @@ def _register():
 
 
 def _eager(anchor):
-    """The launch path for plain tensors outside tracing (replaces zerojit._dsv4_launch.eager)."""
+    """The launch path for plain tensors outside tracing (replaces zerojit.dsv4.launch.eager)."""
     return not (
         torch.compiler.is_dynamo_compiling()
         or (isinstance(anchor, torch.Tensor) and type(anchor) is not torch.Tensor)

@@ -6,7 +6,7 @@ is already imported, so it is looked up in ``sys.modules`` when needed.
 
 import sys
 
-from . import _errors
+from zerojit.runtime import errors as _errors
 
 # zerojit dtype names -> the attribute names of torch and numpy dtypes. numpy has no FP8 type,
 # so FP8 outputs it allocates are uint8 (the kernels take either; the bytes are the same).

@@ -6,7 +6,8 @@ modules define and register (``zerojit.register``), Triton and CUDA C++ alike: `
 import importlib
 import sys
 
-from . import _core, _warmup
+from zerojit import _core
+from zerojit.runtime import warmup as _warmup
 
 __all__ = ["run", "configure"]
 
@@ -37,6 +38,6 @@ def run(argv):
     try:
         return _core.run_cli(["python -m zerojit", *argv])
     finally:
-        from . import _workers
+        from zerojit.languages import workers as _workers
 
         _workers.shutdown()

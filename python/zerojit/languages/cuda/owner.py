@@ -31,12 +31,12 @@ import os
 import re
 import typing
 
-from . import _core
-from ._errors import InvalidArgument
-from ._function_owner import is_scalar
-from ._owner import KernelOwner
-from ._types import DType, TensorDesc
-from .spaces import Space, next_power_of_two
+from zerojit import _core
+from zerojit.languages.function_owner import is_scalar
+from zerojit.languages.owner import KernelOwner
+from zerojit.runtime.errors import InvalidArgument
+from zerojit.runtime.types import DType, TensorDesc
+from zerojit.spaces import Space, next_power_of_two
 
 __all__ = [
     "DType",

@@ -17,7 +17,7 @@ import importlib.util
 import os
 import sys
 
-from ._errors import InvalidArgument
+from zerojit.runtime.errors import InvalidArgument
 
 __all__ = ["FunctionSource", "locate", "read"]
 

@@ -19,8 +19,9 @@ import os
 import sys
 import threading
 
-from . import _core, _environment
-from ._after_import import call_after_import
+from zerojit import _core
+from zerojit.runtime import environment as _environment
+from zerojit.runtime.after_import import call_after_import
 
 __all__ = ["enable", "enabled", "install_when_imported"]
 
@@ -108,7 +109,7 @@ def _install(triton):
         if not _enabled:
             return
         if _capturing():
-            from ._errors import RuntimeJitError
+            from zerojit.runtime.errors import RuntimeJitError
 
             raise RuntimeJitError(
                 f"Triton is loading the module of kernel {name} while the current CUDA stream "
