@@ -16,8 +16,9 @@ Rows:
   * a Triton kernel of 6 pointer arguments, and a CuPy RawKernel of 6, when installed;
   * zerojit's C++ hit path and the raw cuLaunchKernel of an empty kernel, timed in C++;
   * a Python kernel (zerojit.Kernel: examples/python/user_kernel.py's axpby, 3 tensors and 3
-    scalars): the whole call (descriptors, Python dispatch, plan, launch), the same launch
-    with the key and plan already made (the core's share), and through torch.ops;
+    scalars): through plan() (the slow path: Python on every call), through a pure geometry()
+    (the fast path: the one C++ call path every Python-defined kernel takes), and through
+    torch.ops;
   * every DSv4 op called directly (the fast path), through torch.ops.zerojit (eager), an
     empty-bodied custom op registered the same way with the same arguments, the op inside a
     torch.compile'd function, and a CUDA graph holding the op (replay).
@@ -267,14 +268,27 @@ def python_kernel_rows(rows):
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples", "python"))
     import user_kernel
 
-    kernel = user_kernel.Axpby()
-    zerojit.register(kernel)
-    zerojit.warmup_kernels([kernel], devices=[torch.cuda.current_device()])
+    class FastAxpby(zerojit.Kernel):
+        """The same kernel on the fast path: a pure geometry, the call passes `params`."""
+
+        name = "bench.axpby_geometry"
+        Key = user_kernel.AxpbyKey
+        params = user_kernel.Axpby.params
+        dispatch = user_kernel.Axpby.dispatch
+        program = user_kernel.Axpby.program
+        warmup_space = user_kernel.Axpby.warmup_space
+
+        def geometry(self, key, n):
+            per_block = user_kernel.THREADS * key.vector_width
+            return zerojit.Geometry((n + per_block - 1) // per_block, user_kernel.THREADS)
+
+    kernel, fast = user_kernel.Axpby(), FastAxpby()
+    for each in (kernel, fast):
+        zerojit.register(each)
+    zerojit.warmup_kernels([kernel, fast], devices=[torch.cuda.current_device()])
     x, y, out = (torch.zeros(4096, device="cuda") for _ in range(3))
     kernel(x, y, out, 2.0, 0.5)
-    key = kernel.dispatch(*(zerojit.TensorDesc.of(t) for t in (x, y, out)))
-    slot, plan = kernel.slot(key), kernel.plan(key, x, y, out, 2.0, 0.5)
-    launch, capsule = zerojit._core.launch, kernel._capsule
+    fast(x, y, out, 2.0, 0.5, 4096)
 
     @zerojit.torch_op("zerojit_bench::axpby", mutates_args=("out",))
     def axpby(
@@ -283,8 +297,8 @@ def python_kernel_rows(rows):
         kernel(x, y, out, alpha, beta)
 
     rows["Python kernel (axpby): kernel(x, y, out, a, b)"] = lambda: kernel(x, y, out, 2.0, 0.5)
-    rows["Python kernel (axpby): launch only (key and plan made)"] = lambda: launch(
-        capsule, slot, plan.grid, plan.block, 0, None, plan.args
+    rows["Python kernel (axpby): geometry(), the fast path"] = lambda: fast(
+        x, y, out, 2.0, 0.5, 4096
     )
     rows["Python kernel (axpby): torch.ops (eager)"] = lambda: axpby.op(x, y, out, 2.0, 0.5)
     rows["Python kernel (axpby): CUDA graph replay"] = graph_replay(

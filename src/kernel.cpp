@@ -9,6 +9,9 @@
 #include <optional>
 #include <vector>
 
+#include "zerojit/log.hpp"
+#include "zerojit/misses.hpp"
+
 namespace zerojit {
 
 namespace {
@@ -151,6 +154,10 @@ KernelBase::Acquired KernelBase::acquire(const Acquire& request) {
   Runtime& runtime = Runtime::instance();
   const Program& program = *request.program;
   if (request.launching) {
+    // Learned before anything may refuse it: the next boot warms the key (misses.hpp).
+    if (Monitor::instance().armed()) {
+      record_miss(name_, program.key_text, key_json(request.key), request.descriptors());
+    }
     count_launch_miss(stats_, runtime, name_, program, request.stream, request.descriptors);
   }
   validate_arch(request.arch);
@@ -291,7 +298,51 @@ void KernelBase::launch_loaded(const LoadedFunction& function, PackedCall& call,
   }
 }
 
+bool KernelBase::serve_with_fallback(const std::string& key_text, const std::string& key_json,
+                                     const std::string& descriptors, bool capturing,
+                                     std::function<void()> compile) {
+  std::unique_lock lock(background_mutex_);
+  const auto found = background_.find(key_text);
+  if (found != background_.end() && found->second == BackgroundState::ready && !capturing) {
+    return false;  // ready: the caller's miss loads it
+  }
+  stats_.misses.fetch_add(1, std::memory_order_relaxed);
+  if (found == background_.end() && !capturing) {
+    // One compile per key: queued once, settled once.
+    auto job = [this, key_text, compile = std::move(compile)] {
+      std::string failure;
+      try {
+        compile();
+      } catch (const std::exception& error) {
+        failure = error.what();
+      } catch (...) {
+        failure = "an unknown error";
+      }
+      std::lock_guard settled(background_mutex_);
+      background_[key_text] = failure.empty() ? BackgroundState::ready : BackgroundState::failed;
+      (failure.empty() ? stats_.background_compiles : stats_.background_failures)
+          .fetch_add(1, std::memory_order_relaxed);
+      if (!failure.empty()) {
+        log_warning("monitor", "kernel " + name_ + " [" + key_text +
+                                   "]: its background compile failed; its fallback keeps "
+                                   "serving its calls: " +
+                                   failure);
+      }
+    };
+    if (BackgroundCompiles::instance().submit(std::move(job))) {
+      background_.emplace(key_text, BackgroundState::queued);
+    }
+  }
+  lock.unlock();
+  record_miss(name_, key_text, key_json, descriptors);
+  return true;
+}
+
 void KernelBase::reset_base_for_testing() {
+  {
+    std::lock_guard lock(background_mutex_);
+    background_.clear();
+  }
   {
     std::lock_guard lock(artifacts_mutex_);
     artifacts_.clear();

@@ -20,6 +20,8 @@ std::string_view to_string(MonitorMode mode) {
       return "warn";
     case MonitorMode::error:
       return "error";
+    case MonitorMode::fallback:
+      return "fallback";
   }
   return "?";
 }
@@ -30,6 +32,7 @@ std::optional<MonitorMode> parse_monitor_mode(std::string_view text) {
   if (lower == "off" || lower == "0" || lower.empty()) return MonitorMode::off;
   if (lower == "warn") return MonitorMode::warn;
   if (lower == "error") return MonitorMode::error;
+  if (lower == "fallback") return MonitorMode::fallback;
   return std::nullopt;
 }
 
@@ -87,7 +90,7 @@ Monitor::Monitor() {
       mode_.store(*parsed);
     } else {
       log_warning("monitor", "ignoring ZEROJIT_MONITOR=" + std::string(mode) +
-                                 " (expected off, warn or error)");
+                                 " (expected off, warn, error or fallback)");
     }
   }
   verbose_.store(detail::environment_flag("ZEROJIT_MONITOR_VERBOSE"));
@@ -180,12 +183,16 @@ KernelCounters KernelStats::read(std::string_view kernel) const {
   c.disk_loads = disk_loads.load(std::memory_order_relaxed);
   c.loads = loads.load(std::memory_order_relaxed);
   c.runtime_jit = runtime_jit.load(std::memory_order_relaxed);
+  c.fallback_launches = fallback_launches.load(std::memory_order_relaxed);
+  c.background_compiles = background_compiles.load(std::memory_order_relaxed);
+  c.background_failures = background_failures.load(std::memory_order_relaxed);
   return c;
 }
 
 void KernelStats::reset() {
   for (auto* counter :
-       {&hits, &misses, &compiles, &compile_nanoseconds, &disk_loads, &loads, &runtime_jit}) {
+       {&hits, &misses, &compiles, &compile_nanoseconds, &disk_loads, &loads, &runtime_jit,
+        &fallback_launches, &background_compiles, &background_failures}) {
     counter->store(0, std::memory_order_relaxed);
   }
 }
@@ -219,7 +226,10 @@ std::string Monitor::counters_json() const {
                        {"compile_seconds", c.compile_seconds},
                        {"disk_loads", c.disk_loads},
                        {"loads", c.loads},
-                       {"runtime_jit", c.runtime_jit}});
+                       {"runtime_jit", c.runtime_jit},
+                       {"fallback_launches", c.fallback_launches},
+                       {"background_compiles", c.background_compiles},
+                       {"background_failures", c.background_failures}});
   }
   return json_text(
       {{"mode", to_string(mode())}, {"armed", armed()}, {"kernels", std::move(kernels)}});

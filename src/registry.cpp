@@ -65,6 +65,33 @@ Manifest WarmupRegistry::manifest() const {
   return manifest;
 }
 
+std::vector<std::string> WarmupRegistry::add_learned(const MissesFile& misses) {
+  std::vector<std::string> notes = misses.skipped;
+  std::map<std::string, KernelBase*> kernels;
+  for (KernelBase* kernel : Runtime::instance().kernels()) kernels[kernel->name()] = kernel;
+  for (const LearnedMiss& miss : misses.misses) {
+    const auto found = kernels.find(miss.kernel);
+    if (found == kernels.end()) {
+      notes.push_back("kernel " + miss.kernel + " [" + miss.key_text +
+                      "]: no such kernel in this process; not warmed");
+      continue;
+    }
+    std::optional<NamedKey> key = found->second->key_named(miss.key_text);
+    if (!key) {
+      notes.push_back("kernel " + miss.kernel + " [" + miss.key_text +
+                      "]: not a key this kernel can read back; not warmed");
+      continue;
+    }
+    KernelBase* kernel = found->second;
+    add_expansion(*kernel, "learned miss " + miss.key_text,
+                  [kernel, key = std::move(*key)](std::vector<ManifestEntry>& entries,
+                                                  std::vector<std::string>&) {
+                    entries.push_back({kernel, key.key_text, key.key_json, key.warm, key.program});
+                  });
+  }
+  return notes;
+}
+
 WarmupReport WarmupRegistry::warmup(const WarmupOptions& options) const {
   WarmupReport report;
   {

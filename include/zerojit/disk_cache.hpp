@@ -92,6 +92,7 @@ struct CacheEntryInfo {
   std::string arch;
   Language language = kNvrtcLanguage;
   std::string compiler_version;
+  std::string launch;  // what a sound entry fixes about its launch (EntryKind::describe_launch)
   std::uint64_t size_bytes = 0;
   double age_seconds = 0.0;  // since it was last used (or written)
   EntryProblem problem = EntryProblem::none;

@@ -30,10 +30,12 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -42,6 +44,7 @@
 
 #include "zerojit/arguments.hpp"
 #include "zerojit/backend.hpp"
+#include "zerojit/background.hpp"
 #include "zerojit/checks.hpp"
 #include "zerojit/compiler.hpp"
 #include "zerojit/embedded.hpp"
@@ -63,6 +66,14 @@ struct WarmResult {
   double compile_seconds = 0.0;  // NVRTC time (0 unless compiled)
   double seconds = 0.0;          // wall time of the whole warm call
   int devices_loaded = 0;
+};
+
+// A key of a kernel named by its text (a learned miss's: misses.hpp), with what warmup needs.
+struct NamedKey {
+  std::string key_text;
+  std::string key_json;
+  std::function<WarmResult(std::string_view arch, std::span<const int> devices)> warm;
+  std::function<Program()> program;
 };
 
 // The runtime descriptors behind a launch, described only when a message needs them (a miss,
@@ -128,8 +139,29 @@ class KernelBase {
                                           const std::string& detail,
                                           const std::string& descriptors = {});
   // Drops executors and in-memory artifacts and zeroes the counters. For tests only, with no
-  // launch running.
+  // launch running and no background compile of the kernel queued (BackgroundCompiles).
   virtual void reset_for_testing() = 0;
+
+  // In the monitor's fallback mode, for a launch whose key (`key_text`) missed while the
+  // kernel's fallback for it is warmed: whether the fallback serves the call. Yes while the key
+  // compiles in the background (queued now by `compile`, unless the stream captures a graph, in
+  // which case nothing compiles, or the queue is full) and after that compile failed (said once;
+  // the fallback keeps serving); no once the key's artifact is ready, so that the caller takes
+  // the usual miss, which loads it (a module load, on the calling thread, whose stream is not
+  // capturing) and the key serves itself from then on. Each serving call counts as a miss; the
+  // first is recorded as a learned miss (misses.hpp).
+  bool serve_with_fallback(const std::string& key_text, const std::string& key_json,
+                           const std::string& descriptors, bool capturing,
+                           std::function<void()> compile);
+  // A call served by the fallback serve_with_fallback chose (counted per kernel).
+  void count_fallback_launch() { stats_.fallback_launches.fetch_add(1, std::memory_order_relaxed); }
+
+  // The key whose text is `key_text` (describe()'s), or nothing when the text names no key of
+  // this kernel (or its keys cannot be read back from text).
+  virtual std::optional<NamedKey> key_named(std::string_view key_text) {
+    (void)key_text;
+    return std::nullopt;
+  }
 
  protected:
   KernelBase(std::string name, const EmbeddedFileSet* files);
@@ -158,6 +190,8 @@ class KernelBase {
   // the work is done. A launch is refused while its stream captures a CUDA graph.
   Acquired acquire(const Acquire& request);
 
+  // The key's fields as JSON (a runtime miss is recorded with them: misses.hpp).
+  virtual std::string key_json(const void* key) const = 0;
   virtual const LoadedFunction* find_executor(const void* key, int device) const = 0;
   virtual const LoadedFunction& insert_executor(const void* key, int device,
                                                 const LoadedFunction& function) = 0;
@@ -192,6 +226,10 @@ class KernelBase {
   std::mutex artifacts_mutex_;
   std::map<ProgramIdentity, std::shared_future<std::shared_ptr<const CompiledArtifact>>> artifacts_;
   std::mutex load_mutex_;  // one module load at a time per kernel; never held on the hot path
+  // Keys compiling in the background, or done (serve_with_fallback), by key text. Miss path only.
+  enum class BackgroundState { queued, ready, failed };
+  std::mutex background_mutex_;
+  std::map<std::string, BackgroundState> background_;
 };
 
 template <class Owner, CompileKey KeyT, Described DescriptorsT>
@@ -250,10 +288,45 @@ class JitKernel : public KernelBase {
   auto operator()(const Args& args, cuda::Stream stream = nullptr) {
     auto spec = launch_spec(args);
     const LaunchTarget target{spec.device, stream};
+    // The monitor's fallback mode, read first so that other modes pay no lookup of their own.
+    if constexpr (requires(const Self& owner, const Key& key) { owner.fallback(key); }) {
+      if (Monitor::instance().serving_through_misses() && !spec.geometry.empty()) {
+        if (const std::optional<Key> fallback = fallback_serving(spec.key, args, target)) {
+          auto served = owner().plan(*fallback, args);
+          count_fallback_launch();
+          return launch_described(served, target, DescriptorText::of_args(args));
+        }
+      }
+    }
     return launch_described(spec, target, DescriptorText::of_args(args));
   }
 
   std::string key_text(const Key& key) const { return describe(key); }
+
+  // --- Serving through a miss -----------------------------------------------------------------
+  // An owner may declare, for a key, a covering key whose program serves the same calls, less
+  // specialized (runtime extents instead of template ones, a smaller coarsening):
+  //   std::optional<Key> fallback(const Key& key) const;
+  // Warmup warms it whenever the kernel is (registry.hpp), and in the monitor's fallback mode a
+  // call whose key misses launches it at once while the key compiles in the background.
+
+  // The key that serves a call whose `key` missed on the target's device, or nothing (the call
+  // then takes the usual miss): the owner's fallback, when it is warmed there, until the key's
+  // background compile is done (KernelBase::serve_with_fallback).
+  template <class Args>
+  std::optional<Key> fallback_serving(const Key& key, const Args& args, LaunchTarget target) {
+    if (executors_.find(key, target.device) != nullptr) return std::nullopt;  // a hit
+    const std::optional<Key> fallback = owner().fallback(key);
+    if (!fallback || *fallback == key || executors_.find(*fallback, target.device) == nullptr) {
+      return std::nullopt;  // none, or not warmed here: as in warn mode
+    }
+    const std::string arch = Runtime::instance().target_arch(target.device);
+    const bool served =
+        serve_with_fallback(describe(key), to_json_text(key), DescriptorText::of_args(args)(),
+                            Runtime::instance().backend().is_capturing(target.stream),
+                            [this, key, arch] { compile(key, arch); });
+    return served ? fallback : std::nullopt;
+  }
 
   // The artifact for `key` on `arch` (memory -> store -> NVRTC). An NVRTC compile after
   // warmup is a monitor event; `descriptors`, when the caller has them (the key is their
@@ -432,6 +505,27 @@ class JitKernel : public KernelBase {
                 .function;
   }
 
+  std::string key_json(const void* key) const override {
+    return to_json_text(*static_cast<const Key*>(key));
+  }
+  std::optional<NamedKey> key_named(std::string_view text) override {
+    if constexpr (key_text_readable<Key>()) {
+      Key key;
+      try {
+        key = key_from_text<Key>(text);
+      } catch (const Error&) {
+        return std::nullopt;
+      }
+      if (describe(key) != text) return std::nullopt;
+      return NamedKey{describe(key), to_json_text(key),
+                      [this, key](std::string_view arch, std::span<const int> devices) {
+                        return warm(key, arch, devices);
+                      },
+                      [this, key] { return owner().program(key); }};
+    } else {
+      return KernelBase::key_named(text);
+    }
+  }
   const LoadedFunction* find_executor(const void* key, int device) const override {
     return executors_.find(*static_cast<const Key*>(key), device);
   }

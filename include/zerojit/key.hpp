@@ -297,6 +297,20 @@ T key_from_text(std::string_view text) {
   return key;
 }
 
+// Whether key_from_text reads every field of T (an enum other than DType has no parser).
+template <CompileKey T>
+constexpr bool key_text_readable() {
+  return std::apply(
+      [](const auto&... fields) {
+        return ((
+            !std::is_enum_v<
+                std::remove_cvref_t<decltype(std::declval<const T&>().*(fields.member))>> ||
+            std::is_same_v<std::remove_cvref_t<decltype(std::declval<const T&>().*(fields.member))>,
+                           DType>)&&...);
+      },
+      T::fields());
+}
+
 // Hash functor for unordered containers keyed by compile keys.
 struct KeyHasher {
   template <CompileKey T>

@@ -78,6 +78,9 @@ struct EntryKind {
   // and versions): "" when sound, else what is wrong, in a sentence. Every load and `cache
   // verify` ask it; a kind without records calls any record malformed.
   std::string (*check_record)(const CompiledArtifact& artifact) = nullptr;
+  // What the entry fixes about its launch, in words, for `zerojit cache ls --long` ("block 128,
+  // shared 0 B, PDL, params *fp32 *fp32 i32 fp32 + 2 scratch"); called on sound entries only.
+  std::string (*describe_launch)(const CompiledArtifact& artifact) = nullptr;
   // Sets what the record fixes on a function just loaded (block, shared memory, cluster,
   // trailing null parameters, launch attributes); nullptr for kinds whose plan or host entry
   // decides. Throws zerojit::Error for a record zerojit cannot launch.

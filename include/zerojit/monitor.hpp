@@ -1,5 +1,7 @@
 // The JIT monitor: armed when warmup ends, it sees every compile and module load that
-// happens afterwards, and reports it (warn) or refuses it (error).
+// happens afterwards, and reports it (warn), refuses it (error), or, in fallback mode, lets a
+// kernel serve the call with its warmed fallback while the missing key compiles in the
+// background (reported as warn reports).
 #pragma once
 
 #include <atomic>
@@ -16,9 +18,13 @@
 
 namespace zerojit {
 
-enum class MonitorMode { off, warn, error };
+// fallback: keep serving through a miss (docs/TOOL.md, "Serving through a miss"): a launch
+// whose key misses runs its kernel's warmed fallback at once and the key compiles in the
+// background; a kernel without a fallback behaves as in warn. Compiles and loads are reported
+// as in warn.
+enum class MonitorMode { off, warn, error, fallback };
 std::string_view to_string(MonitorMode mode);
-// "off" | "warn" | "error" (case-insensitive); std::nullopt otherwise.
+// "off" | "warn" | "error" | "fallback" (case-insensitive); std::nullopt otherwise.
 std::optional<MonitorMode> parse_monitor_mode(std::string_view text);
 
 // What the monitor saw: a compile, a module load, or a call whose arguments need another
@@ -42,13 +48,16 @@ struct JitEvent {
 // A kernel's counters, as read at one moment.
 struct KernelCounters {
   std::string kernel;
-  std::uint64_t hits = 0;         // launches served by the executor cache
-  std::uint64_t misses = 0;       // executor-cache misses (each a compile or load)
-  std::uint64_t compiles = 0;     // NVRTC compiles
-  double compile_seconds = 0.0;   // time spent in them
-  std::uint64_t disk_loads = 0;   // artifacts read from the artifact store
-  std::uint64_t loads = 0;        // module loads onto a device
-  std::uint64_t runtime_jit = 0;  // compiles and loads seen after the monitor was armed
+  std::uint64_t hits = 0;                 // launches served by the executor cache
+  std::uint64_t misses = 0;               // executor-cache misses (each a compile or load)
+  std::uint64_t compiles = 0;             // NVRTC compiles
+  double compile_seconds = 0.0;           // time spent in them
+  std::uint64_t disk_loads = 0;           // artifacts read from the artifact store
+  std::uint64_t loads = 0;                // module loads onto a device
+  std::uint64_t runtime_jit = 0;          // compiles and loads seen after the monitor was armed
+  std::uint64_t fallback_launches = 0;    // missed calls served by the kernel's fallback key
+  std::uint64_t background_compiles = 0;  // missed keys compiled in the background
+  std::uint64_t background_failures = 0;  // of them, failed (the fallback kept serving)
 };
 
 // The live counters a kernel keeps: relaxed atomics bumped on the launch and compile paths.
@@ -61,6 +70,9 @@ struct KernelStats {
   std::atomic<std::uint64_t> disk_loads{0};
   std::atomic<std::uint64_t> loads{0};
   std::atomic<std::uint64_t> runtime_jit{0};
+  std::atomic<std::uint64_t> fallback_launches{0};
+  std::atomic<std::uint64_t> background_compiles{0};
+  std::atomic<std::uint64_t> background_failures{0};
 
   KernelCounters read(std::string_view kernel) const;
   void reset();
@@ -80,12 +92,15 @@ class Monitor {
   // Warmup arms the monitor when it ends; arm/disarm are also public for callers that warm up
   // by other means.
   void arm() { armed_.store(true, std::memory_order_release); }
+  // Armed in fallback mode: a kernel's miss launches its fallback and compiles in the
+  // background (read on the miss path only).
+  bool serving_through_misses() const { return armed() && mode() == MonitorMode::fallback; }
   void disarm() { armed_.store(false, std::memory_order_release); }
   bool armed() const { return armed_.load(std::memory_order_acquire); }
 
-  // Called by a kernel before a compile or load. Does nothing unless armed; in warn mode it
-  // reports (once per kernel and key unless verbose) and counts; in error mode it throws
-  // RuntimeJitError naming the kernel, the key and the descriptors.
+  // Called by a kernel before a compile or load. Does nothing unless armed; in warn and
+  // fallback mode it reports (once per kernel and key unless verbose) and counts; in error mode
+  // it throws RuntimeJitError naming the kernel, the key and the descriptors.
   void on_jit(const JitEvent& event);
 
   // A compile or module load of a kernel zerojit does not own (another library's Triton kernel,

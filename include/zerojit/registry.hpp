@@ -6,13 +6,18 @@
 
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <memory>
+#include <set>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "zerojit/compiler.hpp"
+#include "zerojit/fallback.hpp"
 #include "zerojit/kernel.hpp"
+#include "zerojit/misses.hpp"
 #include "zerojit/space.hpp"
 
 namespace zerojit {
@@ -142,18 +147,24 @@ class WarmupRegistry {
                         });
                     dead_axes = expansion.dead_axes;
                     for (const auto& key : expansion.keys) {
-                      ManifestEntry entry;
-                      entry.kernel = &kernel;
-                      entry.key_text = describe(key);
-                      entry.key_json = to_json_text(key);
-                      entry.warm = [&kernel, key](std::string_view arch,
-                                                  std::span<const int> devices) {
-                        return kernel.warm(key, arch, devices);
-                      };
-                      entry.program = [&kernel, key] { return kernel.program(key); };
-                      entries.push_back(std::move(entry));
+                      entries.push_back(entry_for(kernel, key));
                     }
+                    if constexpr (HasFallback<KernelT>) add_fallbacks(kernel, space, entries);
                   });
+  }
+
+  // The manifest entry that warms `key` of `kernel`.
+  template <class KernelT>
+  static ManifestEntry entry_for(KernelT& kernel, const typename KernelT::Key& key) {
+    ManifestEntry entry;
+    entry.kernel = &kernel;
+    entry.key_text = describe(key);
+    entry.key_json = to_json_text(key);
+    entry.warm = [&kernel, key](std::string_view arch, std::span<const int> devices) {
+      return kernel.warm(key, arch, devices);
+    };
+    entry.program = [&kernel, key] { return kernel.program(key); };
+    return entry;
   }
 
   // Fills a kernel's manifest entries and dead axes (the names of its space's dead axes).
@@ -168,6 +179,11 @@ class WarmupRegistry {
     registrations_.push_back({&kernel, std::move(tag), std::move(expand)});
   }
 
+  // Adds the keys of a misses file (misses.hpp) to the warmup, each as a registration of its
+  // kernel (any kernel of the process). Returns a note for each miss it cannot add (its kernel
+  // is not in this process, or its text names no key of it) and each line the file skipped.
+  std::vector<std::string> add_learned(const MissesFile& misses);
+
   std::size_t registration_count() const { return registrations_.size(); }
 
   // The union of every registration's keys: per kernel (in first-registration order), keys
@@ -181,6 +197,46 @@ class WarmupRegistry {
   WarmupReport warmup(const WarmupOptions& options = {}) const;
 
  private:
+  // Adds the fallback of every key of `space` (fallback.hpp), after the keys. A key whose
+  // fallback would refuse a call of the space the key accepts fails (its entry's warm throws,
+  // naming both keys and the call's refusal); the others warm.
+  template <class KernelT>
+  static void add_fallbacks(KernelT& kernel,
+                            const WarmupSpace<typename KernelT::Descriptors>& space,
+                            std::vector<ManifestEntry>& entries) {
+    std::map<std::string, std::string> refused;  // key text -> why its fallback does not serve
+    std::set<std::string> added;
+    for (const auto& entry : entries) added.insert(entry.key_text);
+    std::vector<ManifestEntry> fallbacks;
+    space.for_each_point([&](std::size_t, const std::vector<std::size_t>&,
+                             const typename KernelT::Descriptors* point) {
+      if (point == nullptr) return;
+      const auto key = kernel.dispatch(*point);  // expand() accepted every point
+      const auto fallback = kernel.fallback(key);
+      if (!fallback || *fallback == key) return;
+      if (added.insert(describe(*fallback)).second) {
+        fallbacks.push_back(entry_for(kernel, *fallback));
+      }
+      const std::string key_text = describe(key);
+      if (refused.count(key_text)) return;
+      std::string why = fallback_refusal(kernel, key, *fallback, *point);
+      if (!why.empty()) {
+        refused[key_text] = "key [" + key_text + "]: its fallback [" + describe(*fallback) +
+                            "] would refuse a call the key accepts (" + describe(*point) +
+                            "): " + why;
+      }
+    });
+    for (auto& entry : entries) {
+      const auto found = refused.find(entry.key_text);
+      if (found == refused.end()) continue;
+      entry.warm = [name = std::string(kernel.name()), why = found->second](
+                       std::string_view, std::span<const int>) -> WarmResult {
+        throw InvalidArgument(name, "fallback", why);
+      };
+    }
+    for (auto& entry : fallbacks) entries.push_back(std::move(entry));
+  }
+
   struct Registration {
     KernelBase* kernel = nullptr;
     std::string tag;

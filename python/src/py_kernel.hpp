@@ -61,6 +61,10 @@ class DynamicKernel final : public JitKernel<DynamicKernel, KeySlot, CallDescrip
   // Dispatch is the Python kernel's own; the core never evaluates it.
   KeySlot dispatch(const CallDescriptors&) const override;
   Program program(const KeySlot& key) const override;
+  // A slot's key as its fields (what the Python owner's Key holds), not the slot number.
+  std::string key_json(const void* key) const override {
+    return slot_json(static_cast<const KeySlot*>(key)->slot);
+  }
 
   // The slot of `key` (the same slot for the same key text), its program stored with it.
   // Throws zerojit::Error naming the kernel and the key when the program is malformed.

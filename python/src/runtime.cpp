@@ -137,7 +137,7 @@ void set_monitor_mode(const std::string& text) {
   const std::optional<MonitorMode> mode = parse_monitor_mode(text);
   if (!mode) {
     throw InvalidArgument("monitor", "mode",
-                          "must be 'off', 'warn' or 'error', got '" + text + "'");
+                          "must be 'off', 'warn', 'error' or 'fallback', got '" + text + "'");
   }
   Monitor::instance().set_mode(*mode);
 }

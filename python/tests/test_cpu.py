@@ -320,7 +320,7 @@ class MonitorTest(unittest.TestCase):
         self.assertEqual(zerojit.monitor.mode(), "off")
         zerojit.monitor.set_mode("ERROR")
         self.assertEqual(zerojit.monitor.mode(), "error")
-        with self.assertRaisesRegex(ValueError, "'off', 'warn' or 'error'"):
+        with self.assertRaisesRegex(ValueError, "'off', 'warn', 'error' or 'fallback'"):
             zerojit.monitor.set_mode("loud")
         zerojit.monitor.arm()
         self.assertTrue(zerojit.monitor.armed())
@@ -330,7 +330,18 @@ class MonitorTest(unittest.TestCase):
         self.assertEqual(len(counters), 9)
         self.assertEqual(
             set(counters["dsv4.dcp_pack"]),
-            {"hits", "misses", "compiles", "compile_seconds", "disk_loads", "loads", "runtime_jit"},
+            {
+                "hits",
+                "misses",
+                "compiles",
+                "compile_seconds",
+                "disk_loads",
+                "loads",
+                "runtime_jit",
+                "fallback_launches",
+                "background_compiles",
+                "background_failures",
+            },
         )
         zerojit.monitor.reset_events()
         self.assertEqual(zerojit.monitor.events(), [])

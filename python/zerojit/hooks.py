@@ -95,6 +95,9 @@ _VLLM_MODES = {
     "error": "error",
     "raise": "error",
     "strict": "error",
+    # zerojit's own: serve a miss with the kernel's fallback, compile it in the background (vLLM
+    # has no such mode).
+    "fallback": "fallback",
 }
 
 
@@ -104,7 +107,8 @@ def monitor_mode_from_vllm(value):
     key = value.strip().lower() if isinstance(value, str) else value
     if key not in _VLLM_MODES:
         raise ValueError(
-            f"--jit-monitor-mode={value!r} has no zerojit monitor mode (off, warn or error)"
+            f"--jit-monitor-mode={value!r} has no zerojit monitor mode (off, warn, error or "
+            "fallback)"
         )
     return _VLLM_MODES[key]
 

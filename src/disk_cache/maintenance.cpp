@@ -267,6 +267,9 @@ CacheEntryInfo DiskCacheImpl::describe_entry(const Layer& layer, const std::stri
     info.arch = read.decoded.artifact->arch;
     info.language = read.decoded.artifact->language;
     info.compiler_version = read.decoded.artifact->compiler_version;
+    if (read.decoded.ok()) {
+      info.launch = entry_kind(info.language).describe_launch(*read.decoded.artifact);
+    }
   }
   return info;
 }

@@ -31,6 +31,7 @@ Json entry_document(const CacheEntryInfo& entry) {
               {"read_only", entry.read_only},
               {"path", entry.path},
               {"status", entry.busy ? std::string_view("busy") : to_string(entry.problem)}};
+  if (!entry.launch.empty()) out["launch"] = entry.launch;
   if (!entry.detail.empty()) out["detail"] = entry.detail;
   return out;
 }

@@ -113,6 +113,10 @@ class ArgumentPacker {
   // Checks every value against the slot's spec and packs the launch into `out` (whose geometry
   // the call path set). Reports through `failure`; never launches.
   virtual void pack(const CallToPack& call, PackFailure& failure, PackedCall& out) = 0;
+  // Whether every call `slot`'s spec accepts is one `fallback`'s accepts too (a fallback key
+  // serves the calls its key would): "" when it does, else the first argument it would refuse
+  // and why. Both slots have specs.
+  virtual std::string covers(std::int64_t slot, std::int64_t fallback) const = 0;
 };
 
 }  // namespace zerojit::languages

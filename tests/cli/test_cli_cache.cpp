@@ -241,4 +241,48 @@ TEST_F(ZerojitToolCache, CacheCommandsPrintTheEnvelope) {
   EXPECT_GE(cleared.at("removed").get<int>(), 4);
 }
 
+// What serving processes missed: `cache misses` shows it, `warmup --also` warms it, and a line
+// that is damaged or names a kernel this tool does not have is said, never fatal.
+TEST_F(ZerojitToolCache, CacheMissesShowsWhatWasMissedAndWarmupAlsoWarmsIt) {
+  TempDir home;
+  TempDir cache;
+  const std::string file = (fs::path(home.str()) / "misses.jsonl").string();
+  {
+    std::ofstream out(file);
+    const std::string scale_add =
+        R"({"zerojit_miss":1,"kernel":"examples.scale_add","key":"dtype=f32, vector_width=4",)"
+        R"("key_json":{"dtype":"f32","vector_width":4},"descriptors":"x: f32[1024]",)";
+    out << scale_add << R"("time":1764900000,"pid":1})"
+        << "\n";
+    out << scale_add << R"("time":1764990000,"pid":2})"
+        << "\n";
+    out << "garbage{\n";
+    out << R"({"zerojit_miss":1,"kernel":"other.kernel","key":"n=1","key_json":{"n":1},"time":5})"
+        << "\n";
+  }
+  const auto environment = environment_for(home, cache.str());
+  const Result shown = run_tool({"cache", "misses", file, "--json"}, environment);
+  ASSERT_EQ(shown.exit_code, 0) << describe(shown);
+  const json result = result_of(shown, "cache misses");
+  ASSERT_EQ(result.at("misses").size(), 2u);
+  EXPECT_EQ(result.at("misses")[0].at("kernel"), "examples.scale_add");
+  EXPECT_EQ(result.at("misses")[0].at("processes"), 2);
+  EXPECT_EQ(result.at("misses")[0].at("first_seen"), 1764900000);
+  EXPECT_EQ(result.at("misses")[0].at("last_seen"), 1764990000);
+  ASSERT_EQ(result.at("skipped").size(), 1u);
+  EXPECT_EQ(result.at("skipped")[0].get<std::string>().rfind("line 3:", 0), 0u);
+
+  const Result warmed =
+      run_tool({"warmup", "--examples", "--compile-only", "--also", file, "--json"}, environment);
+  ASSERT_EQ(warmed.exit_code, 0) << describe(warmed);
+  EXPECT_EQ(result_of(warmed, "warmup").at("learned_misses"), 2);
+  EXPECT_NE(warmed.err.find("other.kernel [n=1]: no such kernel"), std::string::npos)
+      << describe(warmed);
+  EXPECT_NE(warmed.err.find("line 3: not a JSON object"), std::string::npos) << describe(warmed);
+
+  const Result absent = run_tool({"cache", "misses", file + ".absent"}, environment);
+  EXPECT_EQ(absent.exit_code, 2) << describe(absent);
+  EXPECT_NE(absent.err.find("misses.jsonl.absent"), std::string::npos) << describe(absent);
+}
+
 }  // namespace

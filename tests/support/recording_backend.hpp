@@ -13,6 +13,7 @@ namespace zerojit::testing {
 
 struct RecordedLaunch {
   std::string kernel;
+  std::string key;  // the key text of the artifact whose executor launched
   LaunchGeometry geometry;
   std::vector<std::size_t> arg_sizes;
   cuda::Stream stream = nullptr;
@@ -40,6 +41,8 @@ class RecordingBackend final : public Backend {
     // As the CUDA backend does: the entry kind's form, and what its record fixes.
     adopt_entry_kind(artifact, function);
     function_names.push_back(artifact.kernel_name);
+    function_keys.push_back(artifact.key_text);
+    loaded_records.push_back(artifact.launch_record);
     return function;
   }
 
@@ -50,6 +53,7 @@ class RecordingBackend final : public Backend {
     std::lock_guard lock(mutex_);
     RecordedLaunch launch;
     launch.kernel = function_names[reinterpret_cast<std::size_t>(function.function) - 1];
+    launch.key = function_keys[reinterpret_cast<std::size_t>(function.function) - 1];
     launch.geometry = geometry;
     for (int i = 0; i < args.count(); ++i) launch.arg_sizes.push_back(args.size(i));
     launch.stream = stream;
@@ -70,6 +74,7 @@ class RecordingBackend final : public Backend {
   std::function<void()> on_launch;
 
   std::vector<std::string> loads;
+  std::vector<std::string> loaded_records;  // each load's launch record, in order
   std::vector<RecordedLaunch> launches;
   std::vector<std::string> host_runs;
 
@@ -78,6 +83,7 @@ class RecordingBackend final : public Backend {
   std::string arch_;
   std::mutex mutex_;
   std::vector<std::string> function_names;
+  std::vector<std::string> function_keys;
 };
 
 }  // namespace zerojit::testing

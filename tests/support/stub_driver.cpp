@@ -10,7 +10,14 @@
 //
 // Events go to an in-process list (zerojit_stub_events) and, when ZEROJIT_STUB_LOG names a
 // file, one JSON line each appended to it (O_APPEND: many processes may share one log).
-// Settings: ZEROJIT_STUB_DEVICES (1), ZEROJIT_STUB_COMPUTE (90: sm_90a), ZEROJIT_STUB_SMS (132).
+//
+// It also lends device tensors without a framework: a test registers a Python object's address
+// with a data pointer, dtype and shape (zerojit_stub_register_tensor), and a class whose
+// `__dlpack_c_exchange_api__` is zerojit_stub_exchange_api()'s address is read through DLPack's
+// exchange API, as PyTorch's tensors are: no capsule, no Python, a call's real import cost.
+// Settings: ZEROJIT_STUB_DEVICES (1), ZEROJIT_STUB_COMPUTE (90: sm_90a), ZEROJIT_STUB_SMS (132),
+// ZEROJIT_STUB_COUNT_ONLY=1 (a benchmark's: launches and host runs are counted, not recorded, so
+// that the stub's own share of a call is a few nanoseconds).
 #include <elf.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -50,6 +57,8 @@ struct Module {
 };
 
 struct State {
+  bool count_only = false;
+  std::atomic<unsigned long long> counted{0};
   std::mutex mutex;
   std::vector<std::string> events;
   std::vector<std::unique_ptr<Module>> modules;
@@ -62,6 +71,8 @@ struct State {
 State& state() {
   static State* instance = [] {
     auto* made = new State();  // used until exit by any thread
+    const char* count_only = std::getenv("ZEROJIT_STUB_COUNT_ONLY");
+    made->count_only = count_only != nullptr && std::string_view(count_only) == "1";
     if (const char* path = std::getenv("ZEROJIT_STUB_LOG")) {
       made->log = ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     }
@@ -106,6 +117,14 @@ void record(std::string_view event, const std::string& fields = {}) {
     }
   }
   s.events.push_back(std::move(line));
+}
+
+// In count-only mode, counts a launch and says so (it is then not recorded).
+bool counted() {
+  State& s = state();
+  if (!s.count_only) return false;
+  s.counted.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 // --- Cubin parameter sizes ---------------------------------------------------------------------
@@ -223,9 +242,99 @@ std::string launch_fields(const Function& function, const unsigned grid[3], cons
          ",\"params\":" + parameters_json(function, params);
 }
 
+// --- Device tensors through DLPack's exchange API (dlpack.h 1.2) --------------------------------
+
+struct DLDevice {
+  std::int32_t device_type;
+  std::int32_t device_id;
+};
+struct DLDataType {
+  std::uint8_t code;
+  std::uint8_t bits;
+  std::uint16_t lanes;
+};
+struct DLTensor {
+  void* data;
+  DLDevice device;
+  std::int32_t ndim;
+  DLDataType dtype;
+  std::int64_t* shape;
+  std::int64_t* strides;
+  std::uint64_t byte_offset;
+};
+struct ExchangeHeader {
+  std::uint32_t major;
+  std::uint32_t minor;
+  ExchangeHeader* previous;
+};
+struct ExchangeApi {
+  ExchangeHeader header;
+  void* managed_tensor_allocator;
+  void* managed_tensor_from_py_object_no_sync;
+  void* managed_tensor_to_py_object_no_sync;
+  int (*dltensor_from_py_object_no_sync)(void* object, DLTensor* out);
+  int (*current_work_stream)(std::int32_t device_type, std::int32_t device_id, void** stream);
+};
+
+struct RegisteredTensor {
+  void* data = nullptr;
+  DLDataType dtype{};
+  std::vector<std::int64_t> shape;
+};
+
+std::mutex& tensors_mutex() {
+  static auto* mutex = new std::mutex();
+  return *mutex;
+}
+std::map<const void*, RegisteredTensor>& tensors() {
+  static auto* registered = new std::map<const void*, RegisteredTensor>();
+  return *registered;
+}
+
+int tensor_of(void* object, DLTensor* out) {
+  std::lock_guard lock(tensors_mutex());
+  const auto found = tensors().find(object);
+  // A tensor object the test never registered: a broken test, stopped where it is (returning an
+  // error would need a Python exception, and the stub has no Python).
+  if (found == tensors().end()) std::abort();
+  RegisteredTensor& tensor = found->second;
+  *out = DLTensor{tensor.data,
+                  DLDevice{2, 0},
+                  static_cast<std::int32_t>(tensor.shape.size()),
+                  tensor.dtype,
+                  tensor.shape.data(),
+                  nullptr,
+                  0};
+  return 0;
+}
+
+int current_stream(std::int32_t, std::int32_t, void** stream) {
+  *stream = nullptr;
+  return 0;
+}
+
+const ExchangeApi kExchangeApi = {{1, 2, nullptr}, nullptr,    nullptr,
+                                  nullptr,         &tensor_of, &current_stream};
+
 }  // namespace
 
 extern "C" {
+
+// The exchange API table, for a tensor class's `__dlpack_c_exchange_api__`.
+const void* zerojit_stub_exchange_api() { return &kExchangeApi; }
+
+// A CUDA tensor on device 0 read through the exchange API: `object` is its Python object's
+// address (id()), `data` a pointer the stub never dereferences, `code`/`bits` DLPack's dtype.
+void zerojit_stub_register_tensor(const void* object, void* data, std::uint8_t code,
+                                  std::uint8_t bits, std::int32_t ndim, const std::int64_t* shape) {
+  RegisteredTensor tensor{data, DLDataType{code, bits, 1}, {shape, shape + ndim}};
+  std::lock_guard lock(tensors_mutex());
+  tensors()[object] = std::move(tensor);
+}
+void zerojit_stub_forget_tensor(const void* object) {
+  std::lock_guard lock(tensors_mutex());
+  tensors().erase(object);
+}
 
 // --- What tests ask of the stub -----------------------------------------------------------------
 
@@ -239,6 +348,9 @@ std::size_t zerojit_stub_events(char* buffer, std::size_t size) {
   if (buffer != nullptr && size > text.size()) std::memcpy(buffer, text.c_str(), text.size() + 1);
   return text.size() + 1;
 }
+
+// Launches and host runs counted in count-only mode.
+unsigned long long zerojit_stub_counted() { return state().counted.load(); }
 
 void zerojit_stub_clear() {
   State& s = state();
@@ -388,12 +500,14 @@ Result cuFuncLoad(void*) { return kSuccess; }
 Result cuLaunchKernel(void* function, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                       unsigned by, unsigned bz, unsigned shared, void* stream, void** params,
                       void**) {
+  if (counted()) return kSuccess;
   const unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
   record("launch",
          launch_fields(*static_cast<Function*>(function), grid, block, shared, stream, params));
   return kSuccess;
 }
 Result cuLaunchKernelEx(const LaunchConfig* config, void* function, void** params, void**) {
+  if (counted()) return kSuccess;
   const unsigned grid[3] = {config->grid_x, config->grid_y, config->grid_z};
   const unsigned block[3] = {config->block_x, config->block_y, config->block_z};
   std::string attributes = "{";
@@ -490,6 +604,7 @@ int CuteDSLRT_Module_Get_Function(void** function, void* module, const char* pre
 int CuteDSLRT_Function_Run(void* function, void** args, std::size_t count) {
   if (count == 0) return kInvalidValue;
   *static_cast<std::int32_t*>(args[count - 1]) = 0;
+  if (counted()) return kSuccess;
   record("host_run", "\"function\":" + quoted(static_cast<Function*>(function)->name) +
                          ",\"arguments\":" + std::to_string(count));
   return kSuccess;

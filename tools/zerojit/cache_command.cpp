@@ -166,6 +166,12 @@ int run_ls(const CacheCommand& command) {
     }
     table.add_row({entry.kernel, entry.key, entry.arch, size_text(entry.size_bytes),
                    age_text(entry.age_seconds), layer, "ok"});
+    if (command.long_listing) {
+      // Below its entry, across the columns: the language, its compiler, and the launch the
+      // entry's record fixes (decoded by its entry kind, as every load decodes it).
+      table.add_note("  " + std::string(to_string(entry.language)) + ", " + entry.compiler_version +
+                     ": " + entry.launch);
+    }
   }
   if (!table.empty()) table.print(stdout, out);
   std::printf("%zu entries, %s\n", entries.size(), size_text(total).c_str());
@@ -368,6 +374,8 @@ std::string_view cache_command_name(CacheAction action) {
       return "cache push";
     case CacheAction::pull:
       return "cache pull";
+    case CacheAction::misses:
+      return "cache misses";
   }
   return "cache";
 }
@@ -387,6 +395,8 @@ int run_cache_command(const CacheCommand& command, const CacheCommandContext& co
     case CacheAction::push:
     case CacheAction::pull:
       return run_remote_transfer(command, context);
+    case CacheAction::misses:
+      return run_misses(command);
   }
   return kExitFailure;
 }

@@ -19,8 +19,8 @@ std::vector<std::string> commands_of(std::span<const Family> families) {
   commands.push_back("cache");
   return commands;
 }
-const std::vector<std::string> kCacheActions = {"ls",      "verify", "gc",  "clear",
-                                                "explain", "push",   "pull"};
+const std::vector<std::string> kCacheActions = {"ls",      "verify", "gc",   "clear",
+                                                "explain", "push",   "pull", "misses"};
 
 // "ls, verify, gc, clear and explain"
 std::string listed(const std::vector<std::string>& words, const std::string& last = " and ") {
@@ -215,6 +215,9 @@ void add_warmup(CLI::App& app, WarmupCommand& command, std::span<const Family> f
   sub->add_flag("--compile-only", command.compile_only,
                 "Compile (into the cache) and load nothing; with --cache-dir this makes an "
                 "ahead-of-time pack");
+  add_text_list_option(*sub, "warmup", "--also", command.also, "FILE",
+                       "Also warm the keys serving processes missed, as recorded in this misses "
+                       "file (ZEROJIT_MISSES_FILE; repeatable)");
   sub->add_flag("-v,--verbose", command.verbose, "Also list every key with its origin and time");
   add_json_flag(*sub, command.json);
 }
@@ -288,7 +291,10 @@ void add_cache(CLI::App& app, CacheCommand& command, std::span<const Family> fam
       "cache", "Manage the persistent compile cache (" + docs_page("CACHE.md") + ")");
   // Only so that `zerojit cache --json` (no command) fails with a JSON document.
   add_json_flag(*cache, command.json);
-  add_cache_action(*cache, "ls", "List entries: kernel, key, arch, size, age, layer", command);
+  CLI::App* ls =
+      add_cache_action(*cache, "ls", "List entries: kernel, key, arch, size, age, layer", command);
+  ls->add_flag("--long", command.long_listing,
+               "Also each entry's language, compiler and what it fixes about its launch");
   CLI::App* verify = add_cache_action(
       *cache, "verify", "Check every entry's checksum and identity (exit 4 when some are bad)",
       command);
@@ -322,6 +328,12 @@ void add_cache(CLI::App& app, CacheCommand& command, std::span<const Family> fam
   add_text_option(*explain, "cache explain", "--nvrtc-version", command.nvrtc_version, "VERSION",
                   "NVRTC version to explain for (default: this machine's)");
   explain->add_flag("--misses", command.misses_only, "Only keys that miss");
+  CLI::App* misses = cache->add_subcommand(
+      "misses",
+      "The keys serving processes missed (a ZEROJIT_MISSES_FILE): kernel, key, how many "
+      "processes, since when; warm them with warmup --also FILE");
+  misses->add_option("FILE", command.misses_file, "The misses file")->required();
+  add_json_flag(*misses, command.json);
   for (const char* action : {"push", "pull"}) {
     const bool push = std::string_view(action) == "push";
     CLI::App* sub = add_cache_action(
@@ -555,6 +567,7 @@ CommandLine parse_command_line(const std::vector<std::string>& arguments,
                         : action == "clear"  ? CacheAction::clear
                         : action == "push"   ? CacheAction::push
                         : action == "pull"   ? CacheAction::pull
+                        : action == "misses" ? CacheAction::misses
                                              : CacheAction::explain;
     line.cache.json = line.json;
   }

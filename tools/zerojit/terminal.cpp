@@ -66,7 +66,10 @@ void Table::print(std::FILE* stream, const Style& style) const {
     std::fprintf(stream, "%s\n", header ? style.bold(out).c_str() : out.c_str());
   };
   line(titles, true);
-  for (const auto& row : rows_) line(row, false);
+  for (std::size_t r = 0; r < rows_.size(); ++r) {
+    line(rows_[r], false);
+    if (!notes_[r].empty()) std::fprintf(stream, "%s\n", style.dim(notes_[r]).c_str());
+  }
   if (!footer_.empty()) {
     std::size_t total = 0;
     for (std::size_t c = 0; c < widths.size(); ++c) total += widths[c] + (c > 0 ? 2 : 0);

@@ -40,7 +40,14 @@ class Table {
   };
 
   explicit Table(std::vector<Column> columns) : columns_(std::move(columns)) {}
-  void add_row(std::vector<std::string> cells) { rows_.push_back(std::move(cells)); }
+  void add_row(std::vector<std::string> cells) {
+    rows_.push_back(std::move(cells));
+    notes_.emplace_back();
+  }
+  // A line of its own under the last row, across the columns (not measured into their widths).
+  void add_note(std::string text) {
+    if (!notes_.empty()) notes_.back() = std::move(text);
+  }
   // A line under the rows (totals), separated by a rule.
   void add_footer(std::vector<std::string> cells) { footer_.push_back(std::move(cells)); }
   bool empty() const { return rows_.empty(); }
@@ -49,6 +56,7 @@ class Table {
  private:
   std::vector<Column> columns_;
   std::vector<std::vector<std::string>> rows_;
+  std::vector<std::string> notes_;  // per row; empty: none
   std::vector<std::vector<std::string>> footer_;
 };
 

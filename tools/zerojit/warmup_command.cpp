@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "cache_command.hpp"
 #include "exit_codes.hpp"
 #include "json_output.hpp"
 #include "option_values.hpp"
@@ -97,6 +98,15 @@ Manifest checked_manifest(const WarmupRegistry& registry) {
 int run_warmup(const WarmupCommand& command) {
   Selection selection;
   select(*command.family, command.values, command.arch, selection);
+  // What serving processes missed is warmed too: a missed key compiles ahead of time from now on.
+  std::size_t learned = 0;
+  for (const std::string& file : command.also) {
+    const MissesFile misses = read_misses_for_tool(file, "warmup --also");
+    learned += misses.misses.size();
+    for (const std::string& note : selection.registry.add_learned(misses)) {
+      print_warning(file + ": " + note);
+    }
+  }
   install_cache(command.cache, "warmup");
   require_nvrtc();
   const std::string arch = selection.configuration.arch;
@@ -180,6 +190,7 @@ int run_warmup(const WarmupCommand& command) {
                               {"not_saved", counters.not_saved}};
     }
     result["compile_only"] = command.compile_only;
+    result["learned_misses"] = learned;
     if (!pack_missing.empty()) result["pack_missing"] = pack_missing;
     if (const RemoteCache* remote = installed_remote_cache()) {
       result["remote_cache"] = parse_library_json(to_json(remote->counters()));

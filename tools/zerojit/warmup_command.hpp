@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "setup.hpp"
 #include "zerojit/registry.hpp"
@@ -35,6 +36,7 @@ struct WarmupCommand {
   int jobs = 0;
   bool in_process = false;  // compile in threads of this process, not in worker processes
   bool compile_only = false;
+  std::vector<std::string> also;  // misses files whose keys are warmed too
   bool verbose = false;
   bool json = false;
 };

@@ -2,6 +2,7 @@
 // its 128 state rows into one FP32 row of compressed_kv [T, 512].
 #pragma once
 
+#include <optional>
 #include <tuple>
 
 #include "dsv4/c128_compress/c128_compress_params.h"
@@ -56,6 +57,12 @@ class C128CompressKernel final
   // head_size = compressed_kv.shape[1], state_width = state_cache.shape[2] / 2, cta_scan =
   // slot_mapping.shape[0] > 1024 (kC128CompressDecodeTokens).
   C128CompressKey dispatch(const C128CompressDescriptors& descriptors) const override;
+  // Serving through a miss (fallback.hpp): a prefill call whose CTA-scan key was not warmed is
+  // served by the warp-scan (decode) kernel, which takes any token count.
+  std::optional<C128CompressKey> fallback(const C128CompressKey& key) const {
+    if (!key.cta_scan) return std::nullopt;
+    return C128CompressKey{key.head_size, false};
+  }
   // Builds head 512 with state width 512, either scan.
   Program program(const C128CompressKey& key) const override;
   // Returns compressed_kv, the plan's declared output.

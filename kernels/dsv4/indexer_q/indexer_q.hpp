@@ -3,6 +3,7 @@
 // share the key, the inputs and the dispatch; they differ in their outputs.
 #pragma once
 
+#include <optional>
 #include <tuple>
 
 #include "dsv4/indexer_q/gate.hpp"
@@ -103,12 +104,23 @@ IndexerQKey indexer_q_dispatch(const ArgumentChecks& checks, const IndexerQMxFp4
 // does. Defined for IndexerQFp8Descriptors and IndexerQMxFp4Descriptors.
 template <class Descriptors>
 WarmupSpace<Descriptors> indexer_q_warmup_space(const IndexerQGate& gate);
+// Serving through a miss (fallback.hpp): a coarsened key's calls are served by coarsen 1, which
+// takes any head count and gives the same bytes (coarsening only regroups heads per subwarp).
+inline std::optional<IndexerQKey> indexer_q_fallback(const IndexerQKey& key) {
+  if (key.coarsen == 1) return std::nullopt;
+  IndexerQKey fallback = key;
+  fallback.coarsen = 1;
+  return fallback;
+}
 
 class IndexerQFp8Kernel final
     : public JitKernel<IndexerQFp8Kernel, IndexerQKey, IndexerQFp8Descriptors> {
  public:
   IndexerQKey dispatch(const IndexerQFp8Descriptors& d) const override {
     return indexer_q_dispatch(checks(), d);
+  }
+  std::optional<IndexerQKey> fallback(const IndexerQKey& key) const {
+    return indexer_q_fallback(key);
   }
   Program program(const IndexerQKey& key) const override;
   // Returns the outputs, (q_fp8, weights_out).
@@ -132,6 +144,9 @@ class IndexerQMxFp4Kernel final
  public:
   IndexerQKey dispatch(const IndexerQMxFp4Descriptors& d) const override {
     return indexer_q_dispatch(checks(), d);
+  }
+  std::optional<IndexerQKey> fallback(const IndexerQKey& key) const {
+    return indexer_q_fallback(key);
   }
   Program program(const IndexerQKey& key) const override;
   // Returns the outputs, (q_packed, q_scale, weights_out).

@@ -140,7 +140,7 @@ class FunctionKernel(KernelOwner):
 def is_scalar(value):
     """Whether a call value reaches dispatch as itself (else, a DLPack producer, as a
     TensorDesc): None, bools, ints, floats and numpy's scalars."""
-    return not hasattr(value, "__dlpack__")
+    return not (hasattr(value, "__dlpack__") or hasattr(type(value), "__dlpack_c_exchange_api__"))
 
 
 def check_program_names(fail, source, named, constexprs, constexpr_kind):

@@ -114,8 +114,8 @@ class TensorDesc(typing.NamedTuple):
     @classmethod
     def of(cls, tensor):
         """The descriptor of a tensor: a torch.Tensor, or anything with ``__dlpack__`` (a
-        numpy array, a CuPy array, a JAX array...) of a zerojit dtype; a TensorDesc is returned
-        as it is."""
+        numpy array, a CuPy array, a JAX array...) or DLPack's exchange API of a zerojit dtype;
+        a TensorDesc is returned as it is."""
         if isinstance(tensor, TensorDesc):
             return tensor
         dtype = _torch_dtypes().get(getattr(tensor, "dtype", None)) if _is_torch(tensor) else None
@@ -123,7 +123,9 @@ class TensorDesc(typing.NamedTuple):
             pointer = tensor.data_ptr()
             alignment = 256 if pointer == 0 else min(pointer & -pointer, 256)
             return cls(dtype, tuple(tensor.shape), tuple(tensor.stride()), alignment)
-        if not hasattr(tensor, "__dlpack__"):
+        if not hasattr(tensor, "__dlpack__") and not hasattr(
+            type(tensor), "__dlpack_c_exchange_api__"
+        ):
             raise TypeError(
                 f"cannot describe {type(tensor).__name__}: a tensor argument is a torch.Tensor, "
                 "a DLPack producer (with __dlpack__) or a TensorDesc"

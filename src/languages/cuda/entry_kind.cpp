@@ -22,6 +22,10 @@ std::string check_record(const CompiledArtifact& artifact) {
   return {};
 }
 
+std::string describe_launch(const CompiledArtifact&) {
+  return "the plan's geometry (no launch record)";
+}
+
 }  // namespace
 
 const EntryKind& cuda_entry_kind() {
@@ -35,6 +39,7 @@ const EntryKind& cuda_entry_kind() {
       .launch = LaunchForm::plan,
       .host_runtime = nullptr,
       .check_record = &check_record,
+      .describe_launch = &describe_launch,
       .adopt_record = nullptr,
       .make_packer = &make_cuda_packer,
   };

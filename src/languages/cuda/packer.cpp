@@ -85,6 +85,13 @@ class CudaPacker final : public ArgumentPacker {
   }
   bool has_spec(std::int64_t slot) const override { return specs_.has(slot); }
 
+  // Every key of a CUDA C++ kernel packs the same parameters (zerojit.Kernel.params): what a
+  // fallback's launch accepts is what its geometry and dispatch decide, not the packing.
+  std::string covers(std::int64_t slot, std::int64_t fallback) const override {
+    return specs_[slot].size() == specs_[fallback].size() ? std::string()
+                                                          : std::string("the parameters differ");
+  }
+
   void pack(const CallToPack& call, PackFailure& failure, PackedCall& out) override {
     const std::vector<Param>& params = specs_[call.slot];
     if (call.values.size() != params.size()) {

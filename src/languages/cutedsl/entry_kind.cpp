@@ -55,6 +55,12 @@ std::string check_record(const CompiledArtifact& artifact) {
   }
 }
 
+std::string describe_launch(const CompiledArtifact& artifact) {
+  const OrderedJson record = parse_record_object(artifact.launch_record, "the launch record");
+  return "exported host entry " + string_field(record, "prefix", "the launch record") +
+         " (host code, export ABI " + string_field(record, "abi", "the launch record") + ")";
+}
+
 // One CuTeDSL module per identity for the process, shared by the devices: the runtime loads
 // the object's CUDA library when the module is made and the CUDA module when an entry is
 // resolved, with the caller's (the backend's) device context current.
@@ -108,6 +114,7 @@ const EntryKind& cutedsl_entry_kind() {
       .launch = LaunchForm::host_entry,
       .host_runtime = &host_runtime,
       .check_record = &check_record,
+      .describe_launch = &describe_launch,
       .adopt_record = nullptr,
       .make_packer = &make_cutedsl_packer,
   };

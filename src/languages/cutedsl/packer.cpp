@@ -29,6 +29,7 @@ struct CuteArgument {
   std::vector<int> dynamic_strides;        // the modes whose stride the struct carries
   int stride_bytes = 8;
   std::int64_t assumed_align = 16;  // bytes, of the data pointer
+  std::vector<int> modes_by_order;  // the modes, innermost first (set once, read every call)
   // scalar: "i32", "i64", "f32", "f64", "bool"
   std::string type;
 
@@ -83,6 +84,12 @@ CuteArgument parse_argument(const std::string& kernel, const OrderedJson& spec) 
     throw InvalidArgument(kernel, argument.name, "has a malformed tensor specification");
   }
   argument.dtype = *dtype;
+  for (std::size_t mode = 0; mode < modes; ++mode)
+    argument.modes_by_order.push_back(static_cast<int>(mode));
+  std::sort(argument.modes_by_order.begin(), argument.modes_by_order.end(), [&](int a, int b) {
+    return argument.stride_order[static_cast<std::size_t>(a)] <
+           argument.stride_order[static_cast<std::size_t>(b)];
+  });
   return argument;
 }
 
@@ -117,14 +124,8 @@ std::string tensor_mismatch(const CuteArgument& spec, const TensorDesc& desc, co
   }
   // Compact in the stride order: the mode of order 0 has stride 1, each next one the product of
   // the extents before it (an extent of 1 takes any stride).
-  std::vector<int> modes(static_cast<std::size_t>(ndim));
-  for (int d = 0; d < ndim; ++d) modes[static_cast<std::size_t>(d)] = d;
-  std::sort(modes.begin(), modes.end(), [&](int a, int b) {
-    return spec.stride_order[static_cast<std::size_t>(a)] <
-           spec.stride_order[static_cast<std::size_t>(b)];
-  });
   std::int64_t expected = 1;
-  for (const int d : modes) {
+  for (const int d : spec.modes_by_order) {
     if (desc.size(d) != 1 && desc.stride(d) != expected) {
       return "has stride " + std::to_string(desc.stride(d)) + " in dimension " + std::to_string(d) +
              " where the compact layout the program compiled has " + std::to_string(expected);
@@ -167,6 +168,30 @@ void fill_struct(const CuteArgument& spec, const TensorRef& tensor, std::byte* o
   }
 }
 
+// Whether every tensor `key`'s program accepts for an argument, `wider`'s accepts too: "" or why.
+std::string argument_covers(const CuteArgument& key, const CuteArgument& wider) {
+  if (key.kind != wider.kind) return "is of another kind in the fallback";
+  if (key.kind == CuteArgument::Kind::scalar) {
+    return key.type == wider.type ? "" : "is " + key.type + " and " + wider.type;
+  }
+  if (key.kind != CuteArgument::Kind::tensor) return "";
+  if (key.dtype != wider.dtype || key.shape.size() != wider.shape.size() ||
+      key.stride_order != wider.stride_order) {
+    return "is another tensor (dtype, rank or stride order) in the fallback";
+  }
+  for (std::size_t d = 0; d < key.shape.size(); ++d) {
+    const std::int64_t extent = key.shape[d];
+    const std::int64_t multiple = extent >= 0 ? extent : key.divisibility;
+    if (wider.shape[d] >= 0 ? extent != wider.shape[d] : multiple % wider.divisibility != 0) {
+      return "has extents in dimension " + std::to_string(d) + " the fallback refuses";
+    }
+    if (extent < 0 && wider.shape[d] < 0 && wider.shape_bytes < key.shape_bytes) {
+      return "has wider dynamic extents than the fallback";
+    }
+  }
+  return key.assumed_align % wider.assumed_align == 0 ? "" : "is aligned less than the fallback";
+}
+
 class CutePacker final : public ArgumentPacker {
  public:
   explicit CutePacker(std::string_view kernel) : specs_(kernel, &parse_argument) {}
@@ -175,6 +200,17 @@ class CutePacker final : public ArgumentPacker {
     specs_.set(slot, spec_json);
   }
   bool has_spec(std::int64_t slot) const override { return specs_.has(slot); }
+
+  std::string covers(std::int64_t slot, std::int64_t fallback) const override {
+    const std::vector<CuteArgument>& key = specs_[slot];
+    const std::vector<CuteArgument>& wider = specs_[fallback];
+    if (key.size() != wider.size()) return "the two programs take different arguments";
+    for (std::size_t i = 0; i < key.size(); ++i) {
+      std::string why = argument_covers(key[i], wider[i]);
+      if (!why.empty()) return "argument '" + key[i].name + "' " + why;
+    }
+    return {};
+  }
 
   void pack(const CallToPack& call, PackFailure& failure, PackedCall& out) override {
     const std::vector<CuteArgument>& spec = specs_[call.slot];

@@ -100,6 +100,18 @@ std::string check_record(const CompiledArtifact& artifact) {
   }
 }
 
+std::string describe_launch(const CompiledArtifact& artifact) {
+  const LaunchRecord record = read_launch_record(artifact.launch_record);
+  std::string params;
+  for (const std::string& type : record.params) params += " " + type;
+  return "block " + std::to_string(record.block_threads) + ", shared " +
+         std::to_string(record.shared_bytes) + " B" +
+         (record.cluster_ctas != 1 ? ", cluster " + std::to_string(record.cluster_ctas) : "") +
+         (record.programmatic_serialization ? ", PDL" : "") +
+         (record.cooperative ? ", cooperative" : "") + ", params" + params + " + " +
+         std::to_string(record.scratch_pointers) + " scratch";
+}
+
 void adopt_record(const CompiledArtifact& artifact, LoadedFunction& function) {
   adopt_launch_record(decode_launch_record(artifact.launch_record, artifact.kernel_name), function);
 }
@@ -117,6 +129,7 @@ const EntryKind& triton_entry_kind() {
       .launch = LaunchForm::recorded,
       .host_runtime = nullptr,
       .check_record = &check_record,
+      .describe_launch = &describe_launch,
       .adopt_record = &adopt_record,
       .make_packer = &make_triton_packer,
   };

@@ -130,6 +130,43 @@ void push_floating(double number, std::string_view type, KernelArgs& args) {
   }
 }
 
+// Whether every value `key`'s program accepts for an argument, `wider`'s accepts too: "" or why
+// not. A constant covers only itself; a divisibility the key did not compile refuses values it
+// accepts; an integer type covers narrower ones of its sign.
+std::string argument_covers(const TritonArgument& key, const TritonArgument& wider) {
+  using Kind = TritonArgument::Kind;
+  if (wider.kind == Kind::constant) {
+    const bool same = key.kind == Kind::constant && key.constant_none == wider.constant_none &&
+                      key.constant_value == wider.constant_value;
+    return same ? "" : "is compiled as a constant by the fallback only";
+  }
+  if (key.kind == Kind::constant) {
+    if (key.constant_none || wider.kind != Kind::integer) {
+      return "is a constant the fallback cannot take";
+    }
+    return wider.divisible_by_16 && key.constant_value % 16 != 0
+               ? "is a constant the fallback's divisibility refuses"
+               : "";
+  }
+  if (key.kind != wider.kind) return "is of another kind in the fallback";
+  if (wider.divisible_by_16 && !key.divisible_by_16) {
+    return "has divisibility 16 in the fallback only";
+  }
+  switch (key.kind) {
+    case Kind::pointer:
+      return !wider.pointee || wider.pointee == key.pointee ? "" : "points to another dtype";
+    case Kind::integer: {
+      const auto bits = [](const std::string& type) { return std::stoi(type.substr(1)); };
+      const bool same_sign = key.type[0] == wider.type[0];
+      return key.type == wider.type || (same_sign && bits(wider.type) >= bits(key.type))
+                 ? ""
+                 : "is " + key.type + ", which the fallback's " + wider.type + " does not hold";
+    }
+    default:
+      return key.type == wider.type ? "" : "is " + key.type + " and " + wider.type;
+  }
+}
+
 class TritonPacker final : public ArgumentPacker {
  public:
   explicit TritonPacker(std::string_view kernel) : specs_(kernel, &parse_argument) {}
@@ -138,6 +175,17 @@ class TritonPacker final : public ArgumentPacker {
     specs_.set(slot, spec_json);
   }
   bool has_spec(std::int64_t slot) const override { return specs_.has(slot); }
+
+  std::string covers(std::int64_t slot, std::int64_t fallback) const override {
+    const std::vector<TritonArgument>& key = specs_[slot];
+    const std::vector<TritonArgument>& wider = specs_[fallback];
+    if (key.size() != wider.size()) return "the two programs take different arguments";
+    for (std::size_t i = 0; i < key.size(); ++i) {
+      std::string why = argument_covers(key[i], wider[i]);
+      if (!why.empty()) return "argument '" + key[i].name + "' " + why;
+    }
+    return {};
+  }
 
   void pack(const CallToPack& call, PackFailure& failure, PackedCall& out) override {
     const std::vector<TritonArgument>& spec = specs_[call.slot];

@@ -3,7 +3,9 @@
 // The harness is dsv4/support/gpu_harness.hpp.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -112,6 +114,27 @@ TEST_F(Dsv4Gpu, C128CompressMatchesTheReferenceWithinTolerance) {
   for (const C128CompressCase& c : c128_compress_cases()) {
     EXPECT_NO_FAILURE(check_c128_compress(c));
   }
+}
+
+// Serving through a miss: a prefill call whose key (cta_scan) was never warmed is served at once
+// by the decode kernel, its fallback, within the reference's tolerance; once the key has
+// compiled in the background it serves itself, within the same tolerance.
+TEST_F(Dsv4Gpu, C128CompressMissedPrefillKeyIsServedByItsFallbackWithinTolerance) {
+  C128CompressKernel& kernel = C128CompressKernel::instance();
+  kernel.reset_for_testing();
+  const C128CompressKey prefill{.head_size = 512, .cta_scan = true};
+  const std::optional<C128CompressKey> fallback = kernel.fallback(prefill);
+  ASSERT_TRUE(fallback.has_value());
+  kernel.warm(*fallback, Runtime::instance().target_arch(0), std::vector<int>{0});
+  Monitor::instance().set_mode(MonitorMode::fallback);
+  Monitor::instance().arm();
+  const C128CompressCase c = c128_compress_cases().back();  // 16492 tokens: the prefill key
+  EXPECT_NO_FAILURE(check_c128_compress(c));
+  EXPECT_EQ(kernel.counters().fallback_launches, 1u);
+  ASSERT_TRUE(BackgroundCompiles::instance().wait_idle(std::chrono::minutes(2)));
+  EXPECT_EQ(kernel.counters().background_compiles, 1u);
+  EXPECT_NO_FAILURE(check_c128_compress(c));
+  EXPECT_EQ(kernel.counters().fallback_launches, 1u);
 }
 
 // Programmatic dependent launch: behind a kernel that writes the state cache (poison until

@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -190,6 +192,41 @@ TEST_F(Dsv4Gpu, IndexerQMxFp4MatchesTheReferenceBitExactly) {
   for (const IndexerCase& c : indexer_cases()) keys.push_back(indexer_key(c, true));
   precompile(IndexerQMxFp4Kernel::instance(), keys);
   for (const IndexerCase& c : indexer_cases()) EXPECT_NO_FAILURE(check_indexer_q(c, true));
+}
+
+// Serving through a miss: a coarsened key that was never warmed is served at once by its
+// fallback (coarsen 1), with the reference's bytes, while it compiles in the background; once it
+// is ready the key serves itself, with the same bytes.
+TEST_F(Dsv4Gpu, IndexerQMissedCoarsenedKeyIsServedByItsFallbackBitExactly) {
+  const IndexerCase c{
+      "served through a miss, coarsen 4, 600 tokens", 600, DType::f32, 64, 4096, 23};
+  for (const bool mxfp4 : {false, true}) {
+    KernelBase& kernel = mxfp4 ? static_cast<KernelBase&>(IndexerQMxFp4Kernel::instance())
+                               : static_cast<KernelBase&>(IndexerQFp8Kernel::instance());
+    kernel.reset_for_testing();  // nothing of it warmed: the coarsened key misses
+    const IndexerQKey key = indexer_key(c, mxfp4);
+    ASSERT_EQ(key.coarsen, 4);
+    const std::optional<IndexerQKey> fallback = indexer_q_fallback(key);
+    ASSERT_TRUE(fallback.has_value());
+    // Warmed (compiled and loaded on device 0) as warmup warms a fallback.
+    const std::string arch = Runtime::instance().target_arch(0);
+    const std::vector<int> devices{0};
+    if (mxfp4) {
+      IndexerQMxFp4Kernel::instance().warm(*fallback, arch, devices);
+    } else {
+      IndexerQFp8Kernel::instance().warm(*fallback, arch, devices);
+    }
+    Monitor::instance().set_mode(MonitorMode::fallback);
+    Monitor::instance().arm();
+    EXPECT_NO_FAILURE(check_indexer_q(c, mxfp4));
+    EXPECT_EQ(kernel.counters().fallback_launches, 1u);
+    ASSERT_TRUE(BackgroundCompiles::instance().wait_idle(std::chrono::minutes(2)));
+    EXPECT_EQ(kernel.counters().background_compiles, 1u);
+    EXPECT_NO_FAILURE(check_indexer_q(c, mxfp4));  // the specialized key now
+    EXPECT_EQ(kernel.counters().fallback_launches, 1u);
+    Monitor::instance().disarm();
+    Monitor::instance().set_mode(MonitorMode::off);
+  }
 }
 
 // Programmatic dependent launch: behind a kernel that writes Q and the weights (poison until

@@ -186,5 +186,23 @@ TEST_F(RemoteCacheTest, HostCodeIsNeitherSentNorTakenNorCountedAsAHitWithoutTheO
   EXPECT_EQ(opted_in->counters().hits, 1u);
 }
 
+// A Triton entry whose launch record was damaged and its entry sealed again: the remote tier
+// reads it through the same decoder as the disk, refuses it and counts it as bad, never a hit.
+TEST_F(RemoteCacheTest, ATritonEntryWithADamagedRecordIsBadNeverAHit) {
+  CompiledArtifact damaged = synthetic_language_artifact(Language::triton);
+  const std::size_t at = damaged.launch_record.find(R"("shared_bytes":0)");
+  ASSERT_NE(at, std::string::npos);
+  damaged.launch_record.replace(at, 16, R"("shared_bytes":-5)");
+  RemoteCacheOptions options;
+  options.url = server->url();
+  options.warning_sink = [](std::string_view) {};
+  RemoteCache remote(std::move(options));
+  ASSERT_TRUE(remote.store(damaged));  // the writer stores what it is given
+  const RemoteCache::Obtained obtained = remote.obtain(damaged.identity);
+  EXPECT_FALSE(obtained.artifact);
+  EXPECT_EQ(remote.counters().hits, 0u);
+  EXPECT_EQ(remote.counters().bad_entries, 1u);
+}
+
 }  // namespace
 }  // namespace zerojit::test
