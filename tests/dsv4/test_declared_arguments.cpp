@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "dsv4/family.hpp"
+#include "zerojit/fallback.hpp"
 
 namespace zerojit::dsv4 {
 namespace {
@@ -34,34 +35,6 @@ std::vector<Dsv4Config> configurations() {
   mxfp4.serving.target_arch = "sm_100a";
   out.push_back(mxfp4);
   return out;
-}
-
-// A call over `descriptors`: each tensor at its own fake, aligned device address (plan checks and
-// packs addresses, it never dereferences them), every other field as the descriptors hold it.
-template <class Descriptors>
-auto call_over(const Descriptors& descriptors) {
-  using Args = CallArgs<Descriptors>;
-  Args args;
-  std::uintptr_t next = std::uintptr_t{1} << 40;
-  const auto place = [&next](const TensorDesc& desc) {
-    const TensorRef ref = make_tensor_ref(reinterpret_cast<void*>(next), desc);
-    next += std::uintptr_t{1} << 36;
-    return ref;
-  };
-  for_each_argument_index<Args>([&](auto index) {
-    const auto to = std::get<index.value>(Args::fields());
-    const auto from = std::get<index.value>(Descriptors::fields());
-    const auto& value = descriptors.*(from.member);
-    using V = std::decay_t<decltype(value)>;
-    if constexpr (std::is_same_v<V, TensorDesc>) {
-      args.*(to.member) = place(value);
-    } else if constexpr (std::is_same_v<V, std::optional<TensorDesc>>) {
-      if (value) args.*(to.member) = place(*value);
-    } else {
-      args.*(to.member) = value;
-    }
-  });
-  return args;
 }
 
 // The argument an InvalidArgument from planning `args` names, or "(accepted)".
@@ -116,7 +89,7 @@ TEST(Dsv4DeclaredArguments, EveryTensorArgumentIsCheckedBeforeALaunch) {
         kernel.warmup_space(*gate).for_each_point([&](std::size_t, const std::vector<std::size_t>&,
                                                       const Descriptors* point) {
           if (point == nullptr) return;
-          const auto args = call_over(*point);
+          const auto args = zerojit::placeholder_call(*point);
           ASSERT_EQ(refused_argument(kernel, args), "(accepted)")
               << kernel.name() << " refused a call at its own warmup point " << describe(*point);
           expect_each_tensor_refused(

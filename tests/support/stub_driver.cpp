@@ -34,6 +34,8 @@
 #include <string_view>
 #include <vector>
 
+#include "dlpack_abi.hpp"  // python/src: the module's DLPack layout, one definition
+
 namespace {
 
 using Result = int;
@@ -244,37 +246,10 @@ std::string launch_fields(const Function& function, const unsigned grid[3], cons
 
 // --- Device tensors through DLPack's exchange API (dlpack.h 1.2) --------------------------------
 
-struct DLDevice {
-  std::int32_t device_type;
-  std::int32_t device_id;
-};
-struct DLDataType {
-  std::uint8_t code;
-  std::uint8_t bits;
-  std::uint16_t lanes;
-};
-struct DLTensor {
-  void* data;
-  DLDevice device;
-  std::int32_t ndim;
-  DLDataType dtype;
-  std::int64_t* shape;
-  std::int64_t* strides;
-  std::uint64_t byte_offset;
-};
-struct ExchangeHeader {
-  std::uint32_t major;
-  std::uint32_t minor;
-  ExchangeHeader* previous;
-};
-struct ExchangeApi {
-  ExchangeHeader header;
-  void* managed_tensor_allocator;
-  void* managed_tensor_from_py_object_no_sync;
-  void* managed_tensor_to_py_object_no_sync;
-  int (*dltensor_from_py_object_no_sync)(void* object, DLTensor* out);
-  int (*current_work_stream)(std::int32_t device_type, std::int32_t device_id, void** stream);
-};
+namespace dl = zerojit::python::dlpack;
+using dl::DLDataType;
+using dl::DLDevice;
+using dl::DLTensor;
 
 struct RegisteredTensor {
   void* data = nullptr;
@@ -299,7 +274,7 @@ int tensor_of(void* object, DLTensor* out) {
   if (found == tensors().end()) std::abort();
   RegisteredTensor& tensor = found->second;
   *out = DLTensor{tensor.data,
-                  DLDevice{2, 0},
+                  DLDevice{dl::kDLCUDA, 0},
                   static_cast<std::int32_t>(tensor.shape.size()),
                   tensor.dtype,
                   tensor.shape.data(),
@@ -313,8 +288,8 @@ int current_stream(std::int32_t, std::int32_t, void** stream) {
   return 0;
 }
 
-const ExchangeApi kExchangeApi = {{1, 2, nullptr}, nullptr,    nullptr,
-                                  nullptr,         &tensor_of, &current_stream};
+const dl::DLPackExchangeAPI kExchangeApi = {
+    {{1, 2}, nullptr}, nullptr, nullptr, nullptr, &tensor_of, &current_stream};
 
 }  // namespace
 
