@@ -48,7 +48,7 @@ bool gpu_ready() {
 void BM_RawCuLaunchKernel(benchmark::State& state) {
   if (!gpu_ready()) return state.SkipWithError("no CUDA device");
   auto& kernel = zerojit::examples::EmptyKernel::instance();
-  const auto spec = kernel.plan(32);
+  const auto spec = kernel.launch_spec(zerojit::examples::EmptyArgs{32});
   const zerojit::LoadedFunction& function =
       kernel.get_or_compile(spec.key, zerojit::LaunchTarget{});
   zj::examples::EmptyParams params{nullptr, nullptr, 0, 0.0};
@@ -89,7 +89,7 @@ void BM_SideBySide(benchmark::State& state) {
   if (!gpu_ready()) return state.SkipWithError("no CUDA device");
   using Clock = std::chrono::steady_clock;
   auto& kernel = zerojit::examples::EmptyKernel::instance();
-  const auto spec = kernel.plan(32);
+  const auto spec = kernel.launch_spec(zerojit::examples::EmptyArgs{32});
   const zerojit::LoadedFunction& function =
       kernel.get_or_compile(spec.key, zerojit::LaunchTarget{});
   kernel(32, zerojit::LaunchTarget{});  // warm the hit path

@@ -96,9 +96,9 @@ def gather_case(requests=1, length=64):
         "direct": lambda: zerojit.dequantize_and_gather_k_cache(
             out, cache, seq_lens, None, table, block, 0
         ),
-        "op": lambda: torch.ops.zerojit.dequant_gather(out, cache, seq_lens, None, table, 0),
+        "op": lambda: torch.ops.zerojit.dequant_gather(out, cache, seq_lens, None, table, block, 0),
         "args": (out, cache, seq_lens, table),
-        "scalars": 1,
+        "scalars": 2,
     }
 
 
@@ -126,11 +126,28 @@ def c4_case(tokens=8):
         "direct": lambda: zerojit.fused_kv_compress_norm_rope_insert_sparse_attn(
             state, requests, positions, slots, table, 4, weight, 1e-6, cos_sin, cache, kv_slots
         ),
+        # The op takes the Python function's signature (block sizes, page stride and layout
+        # flags restated, None here).
         "op": lambda: torch.ops.zerojit.c4_store(
-            state, requests, positions, slots, table, weight, 1e-6, cos_sin, cache, kv_slots, None
+            state,
+            requests,
+            positions,
+            slots,
+            table,
+            4,
+            weight,
+            1e-6,
+            cos_sin,
+            cache,
+            kv_slots,
+            None,
+            None,
+            None,
+            None,
+            None,
         ),
         "args": (state, requests, positions, slots, table, weight, cos_sin, cache, kv_slots),
-        "scalars": 1,
+        "scalars": 6,
     }
 
 
@@ -156,9 +173,23 @@ def c128_split_case(tokens=256):
             kv_slots,
         ),
         "op": lambda: (
-            torch.ops.zerojit.c128_compress(state, requests, positions, slots, table, compressed),
+            torch.ops.zerojit.c128_compress(
+                state, requests, positions, slots, table, 8, compressed
+            ),
             torch.ops.zerojit.c128_store(
-                compressed, positions, slots, weight, 1e-6, cos_sin, cache, kv_slots, None
+                compressed,
+                positions,
+                slots,
+                weight,
+                1e-6,
+                cos_sin,
+                cache,
+                kv_slots,
+                None,
+                None,
+                None,
+                None,
+                None,
             ),
         ),
         "args": (
@@ -173,7 +204,7 @@ def c128_split_case(tokens=256):
             cache,
             kv_slots,
         ),
-        "scalars": 1,
+        "scalars": 4,  # per launch, about: the compress op takes 1, the store op 6
         "launches": 2,
     }
 

@@ -134,4 +134,13 @@ void ArgumentChecks::matches_stride(std::optional<std::int64_t> value, std::stri
                      std::to_string(tensor.stride(0)) + ", got " + std::to_string(*value));
 }
 
+void ArgumentChecks::matches_dtype_flag(std::optional<bool> flag, std::string_view argument,
+                                        const TensorDesc& tensor, std::string_view tensor_name,
+                                        const DTypeSet& dtypes) const {
+  if (!flag || *flag == dtypes.contains(tensor.dtype)) return;
+  fail(argument, std::string(*flag ? "is True" : "is False") + ", but " + std::string(tensor_name) +
+                     " has dtype " + std::string(dtype_name(tensor.dtype)) + " (True means " +
+                     std::string(tensor_name) + " is " + to_string(dtypes) + ")");
+}
+
 }  // namespace zerojit

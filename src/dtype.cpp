@@ -50,6 +50,15 @@ const DTypeInfo& info(DType dtype) { return kTable[static_cast<std::size_t>(dtyp
 
 std::string_view dtype_name(DType dtype) { return info(dtype).name; }
 
+std::string to_string(const DTypeSet& dtypes) {
+  std::string text;
+  for (int i = 0; i < dtypes.count; ++i) {
+    if (i > 0) text += " or ";
+    text += dtype_name(dtypes.values.at(static_cast<std::size_t>(i)));
+  }
+  return text;
+}
+
 std::optional<DType> parse_dtype(std::string_view name) {
   for (const auto& entry : kTable) {
     if (entry.name == name) return entry.dtype;

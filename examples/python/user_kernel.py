@@ -1,9 +1,12 @@
 """Your own kernel on zerojit: a vectorized out = alpha * x + beta * y.
 
-The key holds what the code specializes on (the dtype and the vector width); dispatch picks
-them from the tensors; the warmup space lists what a configuration can produce; warmup
-compiles every key in parallel and loads it on every GPU; afterwards the monitor, in error
-mode, refuses a key the space did not cover.
+The kernel is the C++ contract written in Python: its arguments are declared once (params);
+the key holds what the code specializes on (the dtype and the vector width); dispatch picks it
+from the tensors' descriptors; plan(key, ...) turns the key dispatch chose and the call into a
+launch (the base dispatches first, so a call launches the key warmup computed for the same
+descriptors); the warmup space lists what a configuration can produce; warmup compiles every
+key in parallel and loads it on every GPU; afterwards the monitor, in error mode, refuses a key
+the space did not cover.
 
     python examples/python/user_kernel.py                  # on a GPU, against torch
     python examples/python/user_kernel.py --compile-only   # no GPU, no torch: sm_90a manifest

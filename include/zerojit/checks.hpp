@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "zerojit/dtype.hpp"
 #include "zerojit/error.hpp"
 #include "zerojit/tensor.hpp"
 
@@ -47,6 +48,11 @@ class ArgumentChecks {
   // Likewise for a repeated stride: when given, it must equal tensor.stride(0).
   void matches_stride(std::optional<std::int64_t> value, std::string_view argument,
                       const TensorDesc& tensor, std::string_view tensor_name) const;
+  // A flag a caller passes that states a tensor's layout by its dtype (vLLM's store_full_kv):
+  // when given, it must be True exactly when the tensor's dtype is one of `dtypes`.
+  void matches_dtype_flag(std::optional<bool> flag, std::string_view argument,
+                          const TensorDesc& tensor, std::string_view tensor_name,
+                          const DTypeSet& dtypes) const;
 
  private:
   std::string_view kernel_;

@@ -1,8 +1,11 @@
 // Element types of the tensors zerojit kernels take, and their DLPack codes.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace zerojit {
@@ -28,6 +31,31 @@ enum class DType : std::uint8_t {
 };
 
 inline constexpr int kDTypeCount = static_cast<int>(DType::ue8m0) + 1;
+
+// A small set of dtypes, usable in constant expressions (an argument declaration's "True for
+// these dtypes", arguments.hpp).
+struct DTypeSet {
+  std::array<DType, kDTypeCount> values{};
+  int count = 0;
+
+  constexpr bool contains(DType dtype) const {
+    for (int i = 0; i < count; ++i) {
+      if (values.at(static_cast<std::size_t>(i)) == dtype) return true;
+    }
+    return false;
+  }
+};
+
+constexpr DTypeSet dtype_set(std::initializer_list<DType> dtypes) {
+  DTypeSet set{};
+  for (const DType dtype : dtypes) {
+    if (!set.contains(dtype)) set.values.at(static_cast<std::size_t>(set.count++)) = dtype;
+  }
+  return set;
+}
+
+// "bf16 or e4m3".
+std::string to_string(const DTypeSet& dtypes);
 
 // Lower-case name, e.g. "bf16"; also what parse_dtype accepts.
 std::string_view dtype_name(DType dtype);

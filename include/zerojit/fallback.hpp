@@ -44,14 +44,16 @@ CallArgs<Descriptors> placeholder_call(const Descriptors& descriptors) {
   for_each_argument_index<Args>([&](auto index) {
     const auto to = std::get<index.value>(Args::fields());
     const auto from = std::get<index.value>(Descriptors::fields());
-    const auto& value = descriptors.*(from.member);
-    using Value = std::decay_t<decltype(value)>;
-    if constexpr (std::is_same_v<Value, TensorDesc>) {
-      args.*(to.member) = place(value);
-    } else if constexpr (std::is_same_v<Value, std::optional<TensorDesc>>) {
-      if (value) args.*(to.member) = place(*value);
-    } else {
-      args.*(to.member) = value;
+    if constexpr (is_argument_field<decltype(from)>) {  // a checked parameter holds no value
+      const auto& value = descriptors.*(from.member);
+      using Value = std::decay_t<decltype(value)>;
+      if constexpr (std::is_same_v<Value, TensorDesc>) {
+        args.*(to.member) = place(value);
+      } else if constexpr (std::is_same_v<Value, std::optional<TensorDesc>>) {
+        if (value) args.*(to.member) = place(*value);
+      } else {
+        args.*(to.member) = value;
+      }
     }
   });
   return args;

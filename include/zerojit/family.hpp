@@ -16,6 +16,7 @@
 #pragma once
 
 #include <concepts>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -30,17 +31,32 @@
 
 namespace zerojit {
 
-// What a row's kernel must provide, checked where the row is written: a warmup space for its
-// gate's answer and, when its arguments are declared with roles (arguments.hpp), a plan for the
-// key dispatch chose. (An owner of the older contract, whose plan takes the arguments alone, is
-// checked for its warmup space only.)
+// A kernel whose arguments are declared with roles (arguments.hpp), every tensor the declaration
+// names being one of them.
+template <class Kernel>
+concept DeclaredArgumentsKernel = DeclaredArguments<typename Kernel::Descriptors> &&
+    references_resolve<typename Kernel::Descriptors>();
+
+// What a row's kernel must provide, checked where the row is written: declared arguments, a
+// warmup space for its gate's answer and a plan for the key dispatch chose.
 template <class Kernel, class Gate>
-concept FamilyKernel = requires(const Kernel& kernel, const Gate& gate) {
+concept FamilyKernel = DeclaredArgumentsKernel<Kernel> &&
+    requires(const Kernel& kernel, const Gate& gate, const typename Kernel::Key& key,
+             const CallArgs<typename Kernel::Descriptors>& args) {
   { kernel.warmup_space(gate) } -> std::same_as<WarmupSpace<typename Kernel::Descriptors>>;
+  kernel.plan(key, args);
+};
+
+// Which calls of a Python op that several rows share (one kernel per layout of a tensor, e.g. a
+// store per K cache dtype) go to a row's kernel: those whose tensor `tensor` has one of `dtypes`.
+struct OpVariant {
+  std::string_view tensor;  // empty: the row's op is its alone
+  DTypeSet dtypes{};
+};
+
+constexpr OpVariant when_dtype(std::string_view tensor, std::initializer_list<DType> dtypes) {
+  return OpVariant{tensor, dtype_set(dtypes)};
 }
-&&(!DeclaredArguments<typename Kernel::Descriptors> ||
-   requires(const Kernel& kernel, const typename Kernel::Key& key,
-            const CallArgs<typename Kernel::Descriptors>& args) { kernel.plan(key, args); });
 
 template <class Kernel, class Gate, class Config>
 requires FamilyKernel<Kernel, Gate>
@@ -50,8 +66,10 @@ struct KernelRow {
   using ConfigType = Config;
   std::optional<Gate> (*gate)(const Config&) = nullptr;
   // The name of the kernel's Python op (empty: none), bound from its declared arguments: the
-  // launch path, the CPU reference and the traced operator of a Python binding.
+  // launch path, the CPU reference and the traced operator of a Python binding. Rows whose
+  // kernels take the same arguments may share one, each with the `variant` it takes.
   std::string_view python_op = {};
+  OpVariant variant = {};
 };
 
 // The registration tag of a gate's answer: registrations with the same kernel and tag are the
@@ -130,8 +148,16 @@ class KernelTable {
     }
   }
 
-  // Calls visit(row) for each row, in table order (row.gate, row.python_op; its types name the
-  // kernel, gate and configuration).
+  static constexpr std::size_t row_count = std::tuple_size_v<RowTuple>;
+
+  // Row I, as a constant (row<I>().python_op, row<I>().variant).
+  template <std::size_t I>
+  constexpr const auto& row() const {
+    return std::get<I>(rows_);
+  }
+
+  // Calls visit(row) for each row, in table order (row.gate, row.python_op, row.variant; its
+  // types name the kernel, gate and configuration).
   template <class Visitor>
   constexpr void for_each_row(Visitor&& visit) const {
     std::apply([&](const auto&... rows) { (visit(rows), ...); }, rows_);

@@ -1,7 +1,9 @@
 // The kernel contract (DESIGN.md), whole: every part a kernel has, in one place.
 //
 // A kernel is one owner class, a per-process singleton deriving from JitKernel<Owner, Key,
-// Descriptors>. It writes only what is its own:
+// Descriptors>, whose arguments are declared once (arguments.hpp): ScaleAddArguments<TensorRef>
+// is the call (ScaleAddArgs), ScaleAddArguments<TensorDesc> the descriptors. It writes only what
+// is its own:
 //
 //   class ScaleAddKernel final : public JitKernel<ScaleAddKernel, ScaleAddKey, ScaleAddDescriptors>
 //   {
@@ -10,9 +12,10 @@
 //     ScaleAddKey dispatch(const ScaleAddDescriptors& d) const override;
 //     // key -> what NVRTC compiles: make_program(key, source, instantiate(function, key)).
 //     Program program(const ScaleAddKey& key) const override;
-//     // arguments -> launch spec (launch.hpp): validate with checks(), dispatch, pack the
-//     // argument block, set the geometry and the device.
-//     LaunchSpec<ScaleAddKey> plan(const ScaleAddArgs& args) const;
+//     // (the key dispatch chose, the arguments) -> launch spec (launch.hpp): validate with
+//     // checks(), pack the argument block, set the geometry and the device. The base has
+//     // already dispatched on descriptors_of(args): plan never calls dispatch.
+//     LaunchSpec<ScaleAddKey> plan(const ScaleAddKey& key, const ScaleAddArgs& args) const;
 //     // the runtime descriptors a configuration can produce (space.hpp), built from what the
 //     // configuration decides (the kernel's gate).
 //     WarmupSpace<ScaleAddDescriptors> warmup_space(...) const;
@@ -21,8 +24,10 @@
 //     ScaleAddKernel() : JitKernel("examples.scale_add", embedded_files()) {}  // the name, once
 //   };
 //
-// and gets from the base: the singleton (ScaleAddKernel::instance()), a launch from the plan
-// on its device and a stream (kernel(args, stream)), compile / compile_many / warm for warmup,
+// and gets from the base: the singleton (ScaleAddKernel::instance()), a call's launch spec
+// (launch_spec(args): dispatch on the call's descriptors, then the owner's plan for that key, so
+// the key a call launches is the key warmup computes for the same descriptors), a launch on the
+// plan's device and a stream (kernel(args, stream)), compile / compile_many / warm for warmup,
 // the executor cache (a warmed launch is a lock-free lookup with no allocation), the artifact
 // tiers (memory -> artifact store -> NVRTC) and the JIT monitor, consulted on the one slow path
 // (KernelBase::acquire, src/kernel.cpp).
@@ -88,20 +93,12 @@ class DescriptorText {
     return DescriptorText(
         [](const void* object) { return describe(*static_cast<const D*>(object)); }, &descriptors);
   }
-  // From an argument struct: one declared with roles (arguments.hpp) describes itself, an
-  // older one through its `descriptors()`.
-  template <class Args>
+  // From a call's arguments (declared with roles, arguments.hpp: they describe themselves as
+  // their descriptors do).
+  template <DeclaredArguments Args>
   static DescriptorText of_args(const Args& args) {
     return DescriptorText(
-        [](const void* object) {
-          const Args& call = *static_cast<const Args*>(object);
-          if constexpr (DeclaredArguments<Args>) {
-            return describe(call);
-          } else {
-            return describe(call.descriptors());
-          }
-        },
-        &args);
+        [](const void* object) { return describe(*static_cast<const Args*>(object)); }, &args);
   }
   std::string operator()() const { return render_ != nullptr ? render_(object_) : std::string{}; }
 
@@ -261,9 +258,9 @@ class JitKernel : public KernelBase {
   // Plus, not virtual because their types are the owner's: `plan(key, args)` returning one of
   // the launch specs of launch.hpp for the key dispatch chose (the base calls dispatch first,
   // so the key a call launches is always the key warmup computes for its descriptors), and
-  // `warmup_space(...)` returning a WarmupSpace<Descriptors>. Descriptors declared with roles
-  // (arguments.hpp) give the call's argument struct: Args. (An owner written before that
-  // declares `plan(args)` and calls dispatch itself; the base takes both.)
+  // `warmup_space(...)` returning a WarmupSpace<Descriptors>. The descriptors are an argument
+  // struct declared with roles (arguments.hpp) over TensorDesc; the call is the same struct
+  // over TensorRef (CallArgs<Descriptors>).
 
   // --- What the base provides ---------------------------------------------------------------
   // The launch spec of a call: dispatch on its descriptors, then the owner's plan for that key.
@@ -277,9 +274,6 @@ class JitKernel : public KernelBase {
   auto launch_spec(const Args& args) const {
     return owner().plan(owner().dispatch(descriptors_of(args)), args);
   }
-  template <class Args, class Self = Owner>
-  requires requires(const Self& owner, const Args& args) { owner.plan(args); }
-  auto launch_spec(const Args& args) const { return owner().plan(args); }
 
   // Plans the call and launches it on the plan's device and `stream`; returns what the plan's
   // shape returns (nothing, the outputs, or the finalizer's result).

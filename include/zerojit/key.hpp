@@ -55,10 +55,14 @@ concept Described = requires {
 template <class T>
 concept CompileKey = Described<T> && std::totally_ordered<T> && std::copyable<T>;
 
+// Calls visit(name, value) for each field of `object`. An entry of fields() without a member (an
+// argument struct's checked parameter, arguments.hpp) is no field of the object and is skipped.
 template <class T, class Visitor>
 constexpr void for_each_field(const T& object, Visitor&& visit) {
-  std::apply([&](const auto&... fields) { (visit(fields.name, object.*(fields.member)), ...); },
-             T::fields());
+  const auto visit_member = [&](const auto& entry) {
+    if constexpr (requires { entry.member; }) visit(entry.name, object.*(entry.member));
+  };
+  std::apply([&](const auto&... entries) { (visit_member(entries), ...); }, T::fields());
 }
 
 namespace detail {

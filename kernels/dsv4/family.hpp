@@ -24,17 +24,26 @@
 
 namespace zerojit::dsv4 {
 
-// The family: one row per kernel, in the order the manifest lists them.
+// The family: one row per kernel, in the order the manifest lists them, with its Python op
+// (vLLM's function, bound from the kernel's declared arguments). The stores share one op per
+// compressor, the K cache's dtype picking the kernel as vLLM's compressor picks its layout.
 inline constexpr KernelTable kFamily{
     "dsv4",
-    KernelRow<IndexerQFp8Kernel, IndexerQGate, Dsv4Config>{&indexer_q_fp8_gate},
-    KernelRow<IndexerQMxFp4Kernel, IndexerQGate, Dsv4Config>{&indexer_q_mxfp4_gate},
-    KernelRow<DequantGatherKernel, DequantGatherGate, Dsv4Config>{&dequant_gather_gate},
-    KernelRow<C4StoreKernel, C4DsMlaStoreGate, Dsv4Config>{&c4_ds_mla_store_gate},
-    KernelRow<C4StoreFullKernel, C4FullStoreGate, Dsv4Config>{&c4_full_store_gate},
-    KernelRow<C128CompressKernel, C128CompressGate, Dsv4Config>{&c128_compress_gate},
-    KernelRow<C128StoreKernel, C128DsMlaStoreGate, Dsv4Config>{&c128_ds_mla_store_gate},
-    KernelRow<C128StoreFullKernel, C128FullStoreGate, Dsv4Config>{&c128_full_store_gate},
+    KernelRow<IndexerQFp8Kernel, IndexerQGate, Dsv4Config>{&indexer_q_fp8_gate, "indexer_q_fp8"},
+    KernelRow<IndexerQMxFp4Kernel, IndexerQGate, Dsv4Config>{&indexer_q_mxfp4_gate,
+                                                             "indexer_q_mxfp4"},
+    KernelRow<DequantGatherKernel, DequantGatherGate, Dsv4Config>{&dequant_gather_gate,
+                                                                  "dequant_gather"},
+    KernelRow<C4StoreKernel, C4DsMlaStoreGate, Dsv4Config>{&c4_ds_mla_store_gate, "c4_store",
+                                                           when_dtype("k_cache", {DType::u8})},
+    KernelRow<C4StoreFullKernel, C4FullStoreGate, Dsv4Config>{
+        &c4_full_store_gate, "c4_store", when_dtype("k_cache", {DType::bf16, DType::e4m3})},
+    KernelRow<C128CompressKernel, C128CompressGate, Dsv4Config>{&c128_compress_gate,
+                                                                "c128_compress"},
+    KernelRow<C128StoreKernel, C128DsMlaStoreGate, Dsv4Config>{
+        &c128_ds_mla_store_gate, "c128_store", when_dtype("k_cache", {DType::u8})},
+    KernelRow<C128StoreFullKernel, C128FullStoreGate, Dsv4Config>{
+        &c128_full_store_gate, "c128_store", when_dtype("k_cache", {DType::bf16, DType::e4m3})},
     KernelRow<DcpPackKernel, DcpPackGate, Dsv4Config>{&dcp_pack_gate, "dcp_pack"},
 };
 

@@ -70,4 +70,29 @@ int int32_argument(std::string_view kernel, PyObject* object, std::string_view a
       kernel, object, argument, std::numeric_limits<int>::min(), std::numeric_limits<int>::max()));
 }
 
+double number_argument(std::string_view kernel, PyObject* object, std::string_view argument) {
+  const double value = PyFloat_AsDouble(object);
+  if (value == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    fail(kernel, argument, "must be a number, got " + std::string(Py_TYPE(object)->tp_name));
+  }
+  return value;
+}
+
+std::optional<bool> optional_flag_argument(std::string_view kernel, PyObject* object,
+                                           std::string_view argument) {
+  if (object == Py_None) return std::nullopt;
+  if (PyBool_Check(object)) return object == Py_True;
+  const std::string_view type = Py_TYPE(object)->tp_name;
+  if (type != "numpy.bool" && type != "numpy.bool_") {
+    fail(kernel, argument, "must be True, False or None, got " + std::string(type));
+  }
+  const int value = PyObject_IsTrue(object);
+  if (value < 0) {
+    PyErr_Clear();
+    fail(kernel, argument, "must be True, False or None");
+  }
+  return value != 0;
+}
+
 }  // namespace zerojit::python

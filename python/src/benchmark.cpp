@@ -22,7 +22,7 @@ double launch_loop(const std::string& through, int count, std::uintptr_t stream,
   const cuda::ScopedDevice scope(device);
   const LaunchTarget target{device, reinterpret_cast<cuda::Stream>(stream)};
   kernel(32, target);  // compile and load outside the loop
-  const auto spec = kernel.plan(32);
+  const auto spec = kernel.launch_spec(examples::EmptyArgs{32});
   const LoadedFunction& function = kernel.get_or_compile(spec.key, target);
   zj::examples::EmptyParams params{nullptr, nullptr, 0, 0.0};
   void* args[] = {&params};

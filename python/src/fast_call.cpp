@@ -116,28 +116,11 @@ std::optional<std::int64_t> FastCall::optional_integer(PyObject* object,
 }
 
 double FastCall::number(PyObject* object, std::string_view argument) const {
-  const double value = PyFloat_AsDouble(object);
-  if (value == -1.0 && PyErr_Occurred()) {
-    PyErr_Clear();
-    fail(argument, "must be a number, got " + type_name(object));
-  }
-  return value;
+  return number_argument(kernel_, object, argument);
 }
 
 std::optional<bool> FastCall::optional_flag(PyObject* object, std::string_view argument) const {
-  if (object == Py_None) return std::nullopt;
-  // A bool (or numpy's), as the reference path takes it: a truthy "False" must not read as True.
-  if (PyBool_Check(object)) return object == Py_True;
-  const std::string_view type = Py_TYPE(object)->tp_name;
-  if (type != "numpy.bool" && type != "numpy.bool_") {
-    fail(argument, "must be True, False or None, got " + type_name(object));
-  }
-  const int value = PyObject_IsTrue(object);
-  if (value < 0) {
-    PyErr_Clear();
-    fail(argument, "must be True, False or None");
-  }
-  return value != 0;
+  return optional_flag_argument(kernel_, object, argument);
 }
 
 cuda::Stream FastCall::stream() {

@@ -96,13 +96,7 @@ void launch_from_python(Kernel& kernel, const Args& args, FastCall& call) {
     kernel.launch(std::move(spec), target);
     return;
   }
-  const auto descriptors = [&] {
-    if constexpr (DeclaredArguments<Args>) {
-      return descriptors_of(args);
-    } else {
-      return args.descriptors();
-    }
-  }();
+  const auto descriptors = descriptors_of(args);
   PyThreadState* saved = PyEval_SaveThread();
   try {
     kernel.launch(std::move(spec), target, &descriptors);

@@ -559,8 +559,8 @@ class NumpyErrorMappingTest(unittest.TestCase):
         # A truthy "False" must not read as True.
         from zerojit import _core
 
-        args = [None] * 17
-        args[9] = numpy.zeros((2, 64, 584), numpy.uint8)  # k_cache, read first
+        args = [None] * 18  # vLLM's 16 arguments, pdl, stream
+        args[9] = numpy.zeros((2, 64, 584), numpy.uint8)  # k_cache, read first: it picks the kernel
         args[14] = "False"
         with self.assertRaisesRegex(
             zerojit.InvalidArgument, "'store_full_kv'.*must be True, False or None, got str"

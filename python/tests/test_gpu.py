@@ -9,6 +9,7 @@ Run: PYTHONPATH=<build>/python python3 -m unittest discover -v -s python/tests -
 
 import os
 import shutil
+import sys
 import tempfile
 import types
 import unittest
@@ -494,6 +495,41 @@ class C128Test(KernelTestCase):
             ),
             "",
         )
+
+    def test_the_split_call_keeps_no_reference_to_compressed_kv(self):
+        # The one-call split (the launch path's c128_split) once kept a reference to the
+        # compressed_kv it was given, and to the one it allocated: a leaked buffer a layer.
+        inputs = self.inputs
+        rows, pages, stride = 2, 8, 1728
+        kv_slots = inputs.kv_slots(rows * pages, seed=14)
+        cache = as_ds_mla_cache(
+            torch.full((pages * stride,), SENTINEL, dtype=torch.uint8, device=self.device),
+            pages,
+            rows,
+            stride,
+        )
+        compressed = torch.empty(len(inputs.positions), 512, device=self.device)
+        arguments = self.cuda(
+            inputs.state_cache,
+            inputs.token_to_req,
+            inputs.positions,
+            inputs.slot_mapping,
+            inputs.block_table,
+        )
+        before = sys.getrefcount(compressed)
+        for _ in range(3):
+            zerojit.split_kv_compress_norm_rope_insert_sparse_attn(
+                *arguments,
+                8,
+                compressed,
+                self.cuda(inputs.rms_norm_weight),
+                1e-6,
+                self.cuda(inputs.cos_sin_cache),
+                cache,
+                self.cuda(kv_slots),
+            )
+        torch.cuda.synchronize()
+        self.assertEqual(sys.getrefcount(compressed), before)
 
     def test_the_compressor_entry_point_runs_both_stages(self):
         self.check_the_compressor_entry_point({})

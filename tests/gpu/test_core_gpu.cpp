@@ -133,7 +133,7 @@ TEST_F(CoreGpu, ArgumentSizeMismatchIsCaughtBeforeLaunch) {
   if (cuda::driver().cuFuncGetParamInfo == nullptr)
     GTEST_SKIP() << "driver lacks cuFuncGetParamInfo";
   auto& kernel = examples::EmptyKernel::instance();
-  auto spec = kernel.plan(32);
+  auto spec = kernel.launch_spec(examples::EmptyArgs{32});
   kernel.launch(spec, LaunchTarget{});  // right size: fine
   testing::synchronize();
   spec.args = KernelArgs{};

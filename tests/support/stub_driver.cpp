@@ -288,8 +288,8 @@ int current_stream(std::int32_t, std::int32_t, void** stream) {
   return 0;
 }
 
-const dl::DLPackExchangeAPI kExchangeApi = {
-    {{1, 2}, nullptr}, nullptr, nullptr, nullptr, &tensor_of, &current_stream};
+const dl::DLPackExchangeAPI kExchangeApi = {{{1, 2}, nullptr}, nullptr,    nullptr,
+                                            nullptr,           &tensor_of, &current_stream};
 
 }  // namespace
 

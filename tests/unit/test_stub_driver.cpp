@@ -114,7 +114,7 @@ class StubDriver : public ::testing::Test {
 TEST_F(StubDriver, AWarmedKernelLaunchesWithTheBytesItsCubinDeclares) {
   auto& kernel = examples::ScaleAddKernel::instance();
   const examples::ScaleAddArgs args = scale_add_args(1024);
-  const auto key = kernel.dispatch(args.descriptors());
+  const auto key = kernel.dispatch(descriptors_of(args));
   const int devices[] = {0};
   kernel.warm(key, Runtime::instance().target_arch(0), devices);
   ASSERT_EQ(Stub::get().lines_with("module_load").size(), 1u);
@@ -144,7 +144,7 @@ TEST_F(StubDriver, AMissDuringCaptureCompilesAndLaunchesNothing) {
 TEST_F(StubDriver, ArgumentsThatDisagreeWithTheCubinAreNeverLaunched) {
   auto& kernel = examples::ScaleAddKernel::instance();
   const examples::ScaleAddArgs args = scale_add_args(1024);
-  const auto key = kernel.dispatch(args.descriptors());
+  const auto key = kernel.dispatch(descriptors_of(args));
   const int devices[] = {0};
   kernel.warm(key, Runtime::instance().target_arch(0), devices);
   LaunchSpec<examples::ScaleAddKey> spec = kernel.launch_spec(args);

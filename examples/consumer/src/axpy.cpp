@@ -20,14 +20,14 @@ zerojit::Program AxpyKernel::program(const AxpyKey& key) const {
   return make_program(key, "axpy.cu", instantiate("consumer::axpy_kernel", key));
 }
 
-zerojit::LaunchSpec<AxpyKey> AxpyKernel::plan(const AxpyArgs& args) const {
+zerojit::LaunchSpec<AxpyKey> AxpyKernel::plan(const AxpyKey& key, const AxpyArgs& args) const {
   const zerojit::ArgumentChecks check = checks();
   check.tensor(args.x.desc, "x", {DType::f32, DType::f64, DType::bf16}, 1);
   check.tensor(args.y.desc, "y", {DType::f32, DType::f64, DType::bf16}, 1);
   if (args.x.desc.dtype != args.y.desc.dtype) check.fail("y", "dtype must match x's");
   check.size(args.y.desc, "y", 0, args.x.desc.size(0));
   zerojit::LaunchSpec<AxpyKey> spec;
-  spec.key = dispatch(args.descriptors());
+  spec.key = key;
   spec.device = args.x.desc.device.ordinal;
   const long long count = args.x.desc.size(0);
   const long long per_block = static_cast<long long>(kAxpyThreads) * spec.key.unroll;
@@ -40,7 +40,7 @@ zerojit::LaunchSpec<AxpyKey> AxpyKernel::plan(const AxpyArgs& args) const {
 zerojit::WarmupSpace<AxpyDescriptors> AxpyKernel::warmup_space(const AxpyConfig& config) const {
   using zerojit::TensorDesc;
   zerojit::WarmupSpace<AxpyDescriptors> space(AxpyDescriptors{
-      TensorDesc::contiguous(DType::f32, {1024}), TensorDesc::contiguous(DType::f32, {1024})});
+      TensorDesc::contiguous(DType::f32, {1024}), TensorDesc::contiguous(DType::f32, {1024}), 1.0});
   space
       .choices("dtype", config.dtypes,
                [](AxpyDescriptors& d, DType v) { d.x.dtype = d.y.dtype = v; })

@@ -1,6 +1,7 @@
-// The consumer's kernel owner on zerojit's contract: a compile key, descriptors, the dispatch
-// from descriptors to key (the one place the specialization is decided), the program, the
-// launch plan and the warmup space, plus the configuration that says what to warm.
+// The consumer's kernel owner on zerojit's contract: a compile key, the arguments declared once
+// (the call and its descriptors), the dispatch from descriptors to key (the one place the
+// specialization is decided), the program, the plan of the key dispatch chose and the warmup
+// space, plus the configuration that says what to warm.
 #pragma once
 
 #include <tuple>
@@ -24,23 +25,22 @@ struct AxpyKey {
   auto operator<=>(const AxpyKey&) const = default;
 };
 
-struct AxpyDescriptors {
-  zerojit::TensorDesc x;
-  zerojit::TensorDesc y;
-
-  static constexpr auto fields() {
-    return std::tuple{zerojit::field("x", &AxpyDescriptors::x),
-                      zerojit::field("y", &AxpyDescriptors::y)};
-  }
-};
-
-struct AxpyArgs {
-  zerojit::TensorRef x;
-  zerojit::TensorRef y;
+// The call's arguments, declared once (zerojit/arguments.hpp): with TensorRef what a caller
+// passes (AxpyArgs), with TensorDesc the descriptors dispatch decides from (AxpyDescriptors).
+template <class Tensor>
+struct AxpyArguments {
+  Tensor x;  // f32 | f64 | bf16 [n]
+  Tensor y;  // x's dtype [n]; written
   double alpha = 1.0;
 
-  AxpyDescriptors descriptors() const { return {x.desc, y.desc}; }
+  static constexpr auto fields() {
+    using A = AxpyArguments;
+    return std::tuple{zerojit::input("x", &A::x), zerojit::output("y", &A::y),
+                      zerojit::scalar("alpha", &A::alpha)};
+  }
 };
+using AxpyArgs = AxpyArguments<zerojit::TensorRef>;
+using AxpyDescriptors = AxpyArguments<zerojit::TensorDesc>;
 
 // What a serving configuration can hand the kernel: which dtypes, and the lengths of x.
 struct AxpyConfig {
@@ -54,7 +54,8 @@ class AxpyKernel final : public zerojit::JitKernel<AxpyKernel, AxpyKey, AxpyDesc
   // f32, f64 or bf16; unrolled by 4 when the length is a multiple of 4.
   AxpyKey dispatch(const AxpyDescriptors& descriptors) const override;
   zerojit::Program program(const AxpyKey& key) const override;
-  zerojit::LaunchSpec<AxpyKey> plan(const AxpyArgs& args) const;
+  // Validates the arguments and builds the launch of `key`, which the base's dispatch chose.
+  zerojit::LaunchSpec<AxpyKey> plan(const AxpyKey& key, const AxpyArgs& args) const;
   zerojit::WarmupSpace<AxpyDescriptors> warmup_space(const AxpyConfig& config) const;
 
  private:

@@ -70,7 +70,7 @@ int run(const RunRequest& request) {
     const zerojit::DType type = config.dtypes[random() % config.dtypes.size()];
     const auto x = zerojit::TensorDesc::contiguous(type, {length});
     auto& kernel = consumer::AxpyKernel::instance();
-    step.call(kernel, consumer::AxpyDescriptors{x, x}, [&](zerojit::cuda::Stream stream) {
+    step.call(kernel, consumer::AxpyDescriptors{x, x, 0.5}, [&](zerojit::cuda::Stream stream) {
       kernel(consumer::AxpyArgs{buffers->tensor(true, type, length, step.device()),
                                 buffers->tensor(false, type, length, step.device()), 0.5},
              stream);

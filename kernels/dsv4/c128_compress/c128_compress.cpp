@@ -46,7 +46,7 @@ LaunchSpecWithOutputs<C128CompressKey, TensorRef> C128CompressKernel::plan(
   checks.stride_bytes_multiple(state, "state_cache", 0, 64);
   checks.stride_bytes_multiple(state, "state_cache", 1, 64);
   check_index_vector(name(), a.slot_mapping.desc, "slot_mapping", DType::i64, state);
-  check_index_vector(name(), a.token_to_req.desc, "token_to_req", DType::i32, state);
+  check_index_vector(name(), a.token_to_req.desc, "token_to_req_indices", DType::i32, state);
   check_index_vector(name(), a.positions.desc, "positions", DType::i64, state);
   checks.tensor(a.block_table.desc, "block_table", {DType::i32}, 2);
   checks.innermost_contiguous(a.block_table.desc, "block_table");

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <tuple>
+#include <vector>
 
 #include "dsv4/c128_compress/c128_compress_params.h"
 #include "dsv4/c128_compress/gate.hpp"
@@ -24,12 +25,13 @@ struct C128CompressKey {
   auto operator<=>(const C128CompressKey&) const = default;
 };
 
-// The call's arguments (zerojit/arguments.hpp): with TensorRef what a caller passes, with
-// TensorDesc what dispatch sees.
+// The call's arguments, in the order of vLLM's sparse_attn_compress_c128 and with its names
+// (zerojit/arguments.hpp): with TensorRef what a caller passes, with TensorDesc what dispatch
+// sees. vLLM's block_size restates state_cache.shape[1]: a binding checks it and drops it.
 template <class Tensor>
 struct C128CompressArguments {
   Tensor state_cache;    // f32 [n_blocks, 8, 2 * state_width]
-  Tensor token_to_req;   // i32
+  Tensor token_to_req;   // token_to_req_indices: i32
   Tensor positions;      // i64
   Tensor slot_mapping;   // i64 [T]
   Tensor block_table;    // i32 [reqs, blocks]
@@ -42,9 +44,14 @@ struct C128CompressArguments {
   static constexpr auto fields() {
     using A = C128CompressArguments;
     return std::tuple{
-        input("state_cache", &A::state_cache), input("token_to_req", &A::token_to_req),
-        input("positions", &A::positions),     input("slot_mapping", &A::slot_mapping),
-        input("block_table", &A::block_table), output("compressed_kv", &A::compressed_kv),
+        input("state_cache", &A::state_cache),
+        input("token_to_req_indices", &A::token_to_req),
+        input("positions", &A::positions),
+        input("slot_mapping", &A::slot_mapping),
+        input("block_table", &A::block_table, indexes("state_cache", 1, "blocks")),
+        repeated_size("block_size", "state_cache", 1),
+        output("compressed_kv", &A::compressed_kv,
+               allocated_like(DType::f32, "slot_mapping", 1, {zj::dsv4::kCompressorHeadSize})),
         launch_option("pdl", &A::pdl)};
   }
 };
@@ -71,8 +78,9 @@ class C128CompressKernel final
   WarmupSpace<C128CompressDescriptors> warmup_space(const C128CompressGate& gate) const;
 
   // The CPU reference of the kernel compiled for `key`, on the argument block plan() packs
-  // (defined with the references, reference.cpp beside this file).
-  static void reference(const C128CompressKey& key, const zj::dsv4::C128CompressParams& params);
+  // (defined with the references, reference.cpp beside this file). Returns the rows written.
+  static std::vector<long long> reference(const C128CompressKey& key,
+                                          const zj::dsv4::C128CompressParams& params);
 
  private:
   friend JitKernel;

@@ -58,9 +58,9 @@ std::vector<long long> c128_compress(const C128CompressKey& key,
 
 namespace zerojit::dsv4 {
 
-void C128CompressKernel::reference(const C128CompressKey& key,
-                                   const zj::dsv4::C128CompressParams& params) {
-  reference::c128_compress(key, params);
+std::vector<long long> C128CompressKernel::reference(const C128CompressKey& key,
+                                                     const zj::dsv4::C128CompressParams& params) {
+  return reference::c128_compress(key, params);
 }
 
 }  // namespace zerojit::dsv4

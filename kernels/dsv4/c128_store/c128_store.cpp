@@ -22,7 +22,9 @@ void check_c128_inputs(std::string_view kernel, const C128StoreArgs& a) {
   check_index_vector(kernel, a.kv_slot_mapping.desc, "kv_slot_mapping", DType::i64, kv);
   check_norm_weight(kernel, a.rms_norm_weight.desc, kv);
   check_cos_sin_f32(kernel, a.cos_sin_cache.desc, kv);
-  if (!(a.eps > 0.0f)) checks.fail("eps", "must be positive, got " + std::to_string(a.eps));
+  if (!(a.eps > 0.0f)) {
+    checks.fail("rms_norm_eps", "must be positive, got " + std::to_string(a.eps));
+  }
 }
 
 template <class Params>

@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <tuple>
+#include <vector>
 
 #include "dsv4/c128_store/c128_store_params.h"
 #include "dsv4/c128_store/gate.hpp"
@@ -39,15 +40,17 @@ struct C128StoreFullKey {
   auto operator<=>(const C128StoreFullKey&) const = default;
 };
 
-// The call's arguments (zerojit/arguments.hpp): with TensorRef what a caller passes, with
-// TensorDesc what dispatch sees.
+// The call's arguments, for both C128 stores, in the order of vLLM's
+// sparse_attn_norm_rope_store and with its names (zerojit/arguments.hpp): with TensorRef what a
+// caller passes, with TensorDesc what dispatch sees. As for the C4 stores, the K cache's geometry
+// and layout flags vLLM restates are checked by a binding against the cache, then dropped.
 template <class Tensor>
 struct C128StoreArguments {
   Tensor compressed_kv;    // f32 [T, 512]
   Tensor positions;        // i64
   Tensor slot_mapping;     // i64 [T]
   Tensor rms_norm_weight;  // f32 | bf16 [512]
-  float eps = 1e-6f;
+  float eps = 1e-6f;       // rms_norm_eps
   Tensor cos_sin_cache;    // f32 [max_pos, 64]
   Tensor k_cache;          // u8 [N, B_k, 584] (ds_mla) | bf16 or e4m3 [N, B, 512] (full); written
   Tensor kv_slot_mapping;  // i64
@@ -60,14 +63,19 @@ struct C128StoreArguments {
   static constexpr auto fields() {
     using A = C128StoreArguments;
     return std::tuple{input("compressed_kv", &A::compressed_kv),
-                      input("positions", &A::positions),
+                      input("positions", &A::positions,
+                            indexes("cos_sin_cache", 1, "rows").read_where("kv_slot_mapping")),
                       input("slot_mapping", &A::slot_mapping),
                       input("rms_norm_weight", &A::rms_norm_weight),
-                      scalar("eps", &A::eps),
+                      scalar("rms_norm_eps", &A::eps),
                       input("cos_sin_cache", &A::cos_sin_cache),
                       output("k_cache", &A::k_cache),
-                      input("kv_slot_mapping", &A::kv_slot_mapping),
-                      input("fp8_scale", &A::fp8_scale),
+                      input("kv_slot_mapping", &A::kv_slot_mapping, indexes("k_cache", 2, "slots")),
+                      repeated_size("kv_cache_block_size", "k_cache", 1),
+                      repeated_stride("kv_block_stride", "k_cache"),
+                      input("fp8_scale", &A::fp8_scale, unit_scale_when("k_cache", DType::e4m3)),
+                      dtype_flag("store_full_kv", "k_cache", {DType::bf16, DType::e4m3}),
+                      dtype_flag("store_full_fp8", "k_cache", {DType::e4m3}),
                       launch_option("pdl", &A::pdl)};
   }
 };
@@ -86,8 +94,9 @@ class C128StoreKernel final
   WarmupSpace<C128StoreDescriptors> warmup_space(const C128DsMlaStoreGate& gate) const;
 
   // The CPU reference of the kernel compiled for `key`, on the argument block plan() packs
-  // (defined with the references, reference.cpp beside this file).
-  static void reference(const C128StoreKey& key, const zj::dsv4::C128StoreParams& params);
+  // (defined with the references, reference.cpp beside this file). Returns the rows written.
+  static std::vector<long long> reference(const C128StoreKey& key,
+                                          const zj::dsv4::C128StoreParams& params);
 
  private:
   friend JitKernel;
@@ -104,8 +113,9 @@ class C128StoreFullKernel final
   WarmupSpace<C128StoreDescriptors> warmup_space(const C128FullStoreGate& gate) const;
 
   // The CPU reference of the kernel compiled for `key`, on the argument block plan() packs
-  // (defined with the references, reference.cpp beside this file).
-  static void reference(const C128StoreFullKey& key, const zj::dsv4::C128StoreFullParams& params);
+  // (defined with the references, reference.cpp beside this file). Returns the rows written.
+  static std::vector<long long> reference(const C128StoreFullKey& key,
+                                          const zj::dsv4::C128StoreFullParams& params);
 
  private:
   friend JitKernel;

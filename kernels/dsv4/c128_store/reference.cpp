@@ -81,13 +81,14 @@ std::vector<long long> c128_store_full(const C128StoreFullKey& key,
 
 namespace zerojit::dsv4 {
 
-void C128StoreKernel::reference(const C128StoreKey& key, const zj::dsv4::C128StoreParams& params) {
-  reference::c128_store(key, params);
+std::vector<long long> C128StoreKernel::reference(const C128StoreKey& key,
+                                                  const zj::dsv4::C128StoreParams& params) {
+  return reference::c128_store(key, params);
 }
 
-void C128StoreFullKernel::reference(const C128StoreFullKey& key,
-                                    const zj::dsv4::C128StoreFullParams& params) {
-  reference::c128_store_full(key, params);
+std::vector<long long> C128StoreFullKernel::reference(const C128StoreFullKey& key,
+                                                      const zj::dsv4::C128StoreFullParams& params) {
+  return reference::c128_store_full(key, params);
 }
 
 }  // namespace zerojit::dsv4

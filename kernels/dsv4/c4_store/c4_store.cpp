@@ -21,7 +21,7 @@ void check_c4_inputs(std::string_view kernel, const C4StoreArgs& a) {
   checks.stride_bytes_multiple(state, "state_cache", 1, 64);
   checks.positive(state.size(1), "state_cache.shape[1] (state block size)");
   check_index_vector(kernel, a.slot_mapping.desc, "slot_mapping", DType::i64, state);
-  check_index_vector(kernel, a.token_to_req.desc, "token_to_req", DType::i32, state);
+  check_index_vector(kernel, a.token_to_req.desc, "token_to_req_indices", DType::i32, state);
   check_index_vector(kernel, a.positions.desc, "positions", DType::i64, state);
   check_index_vector(kernel, a.kv_slot_mapping.desc, "kv_slot_mapping", DType::i64, state);
   checks.tensor(a.block_table.desc, "block_table", {DType::i32}, 2);
@@ -29,7 +29,9 @@ void check_c4_inputs(std::string_view kernel, const C4StoreArgs& a) {
   checks.same_device(a.block_table.desc, "block_table", state);
   check_norm_weight(kernel, a.rms_norm_weight.desc, state);
   check_cos_sin_f32(kernel, a.cos_sin_cache.desc, state);
-  if (!(a.eps > 0.0f)) checks.fail("eps", "must be positive, got " + std::to_string(a.eps));
+  if (!(a.eps > 0.0f)) {
+    checks.fail("rms_norm_eps", "must be positive, got " + std::to_string(a.eps));
+  }
 }
 
 template <class Params>

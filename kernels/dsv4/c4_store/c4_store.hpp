@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <tuple>
+#include <vector>
 
 #include "dsv4/c4_store/c4_store_params.h"
 #include "dsv4/c4_store/gate.hpp"
@@ -36,18 +37,21 @@ struct C4StoreFullKey {
   auto operator<=>(const C4StoreFullKey&) const = default;
 };
 
-// The call's arguments, for both C4 kernels (zerojit/arguments.hpp): with TensorRef what a
-// caller passes, with TensorDesc what dispatch sees.
+// The call's arguments, for both C4 kernels, in the order of vLLM's
+// fused_kv_compress_norm_rope_insert_sparse_attn and with its names (zerojit/arguments.hpp):
+// with TensorRef what a caller passes, with TensorDesc what dispatch sees. vLLM's signature
+// restates the tensors (block sizes, the page stride, the layout flags, which the cache's dtype
+// decides): a binding checks those against the tensors and drops them.
 template <class Tensor>
 struct C4StoreArguments {
-  int compress_ratio = 4;  // the layer's ratio
+  int compress_ratio = 4;  // the layer's ratio: its route's (4 for a Python call)
   Tensor state_cache;      // f32 [n_blocks, Bs, 2 * state_width]
-  Tensor token_to_req;     // i32 [>= T]
+  Tensor token_to_req;     // token_to_req_indices: i32 [>= T]
   Tensor positions;        // i64 [>= T]
   Tensor slot_mapping;     // i64 [T]
   Tensor block_table;      // i32 [reqs, blocks]
   Tensor rms_norm_weight;  // f32 | bf16 [512]
-  float eps = 1e-6f;
+  float eps = 1e-6f;       // rms_norm_eps
   Tensor cos_sin_cache;    // f32 [max_pos, 64]
   Tensor k_cache;          // u8 [N, B, 584] (ds_mla) | bf16 or e4m3 [N, B, 512] (full); written
   Tensor kv_slot_mapping;  // i64 [>= T]
@@ -59,18 +63,24 @@ struct C4StoreArguments {
 
   static constexpr auto fields() {
     using A = C4StoreArguments;
-    return std::tuple{scalar("compress_ratio", &A::compress_ratio),
+    return std::tuple{implied("compress_ratio", &A::compress_ratio),
                       input("state_cache", &A::state_cache),
-                      input("token_to_req", &A::token_to_req),
-                      input("positions", &A::positions),
+                      input("token_to_req_indices", &A::token_to_req),
+                      input("positions", &A::positions,
+                            indexes("cos_sin_cache", 1, "rows").read_where("slot_mapping")),
                       input("slot_mapping", &A::slot_mapping),
-                      input("block_table", &A::block_table),
+                      input("block_table", &A::block_table, indexes("state_cache", 1, "blocks")),
+                      repeated_size("block_size", "state_cache", 1),
                       input("rms_norm_weight", &A::rms_norm_weight),
-                      scalar("eps", &A::eps),
+                      scalar("rms_norm_eps", &A::eps),
                       input("cos_sin_cache", &A::cos_sin_cache),
                       output("k_cache", &A::k_cache),
-                      input("kv_slot_mapping", &A::kv_slot_mapping),
-                      input("fp8_scale", &A::fp8_scale),
+                      input("kv_slot_mapping", &A::kv_slot_mapping, indexes("k_cache", 2, "slots")),
+                      repeated_size("kv_cache_block_size", "k_cache", 1),
+                      repeated_stride("kv_block_stride", "k_cache"),
+                      input("fp8_scale", &A::fp8_scale, unit_scale_when("k_cache", DType::e4m3)),
+                      dtype_flag("store_full_kv", "k_cache", {DType::bf16, DType::e4m3}),
+                      dtype_flag("store_full_fp8", "k_cache", {DType::e4m3}),
                       launch_option("pdl", &A::pdl)};
   }
 };
@@ -88,8 +98,9 @@ class C4StoreKernel final : public JitKernel<C4StoreKernel, C4StoreKey, C4StoreD
   WarmupSpace<C4StoreDescriptors> warmup_space(const C4DsMlaStoreGate& gate) const;
 
   // The CPU reference of the kernel compiled for `key`, on the argument block plan() packs
-  // (defined with the references, reference.cpp beside this file).
-  static void reference(const C4StoreKey& key, const zj::dsv4::C4StoreParams& params);
+  // (defined with the references, reference.cpp beside this file). Returns the rows written.
+  static std::vector<long long> reference(const C4StoreKey& key,
+                                          const zj::dsv4::C4StoreParams& params);
 
  private:
   friend JitKernel;
@@ -106,8 +117,9 @@ class C4StoreFullKernel final
   WarmupSpace<C4StoreDescriptors> warmup_space(const C4FullStoreGate& gate) const;
 
   // The CPU reference of the kernel compiled for `key`, on the argument block plan() packs
-  // (defined with the references, reference.cpp beside this file).
-  static void reference(const C4StoreFullKey& key, const zj::dsv4::C4StoreFullParams& params);
+  // (defined with the references, reference.cpp beside this file). Returns the rows written.
+  static std::vector<long long> reference(const C4StoreFullKey& key,
+                                          const zj::dsv4::C4StoreFullParams& params);
 
  private:
   friend JitKernel;

@@ -132,13 +132,14 @@ std::vector<long long> c4_store_full(const C4StoreFullKey& key,
 
 namespace zerojit::dsv4 {
 
-void C4StoreKernel::reference(const C4StoreKey& key, const zj::dsv4::C4StoreParams& params) {
-  reference::c4_store(key, params);
+std::vector<long long> C4StoreKernel::reference(const C4StoreKey& key,
+                                                const zj::dsv4::C4StoreParams& params) {
+  return reference::c4_store(key, params);
 }
 
-void C4StoreFullKernel::reference(const C4StoreFullKey& key,
-                                  const zj::dsv4::C4StoreFullParams& params) {
-  reference::c4_store_full(key, params);
+std::vector<long long> C4StoreFullKernel::reference(const C4StoreFullKey& key,
+                                                    const zj::dsv4::C4StoreFullParams& params) {
+  return reference::c4_store_full(key, params);
 }
 
 }  // namespace zerojit::dsv4

@@ -22,8 +22,9 @@ struct DequantGatherKey {
   auto operator<=>(const DequantGatherKey&) const = default;
 };
 
-// The call's arguments (zerojit/arguments.hpp): with TensorRef what a caller passes, with
-// TensorDesc what dispatch sees.
+// The call's arguments, in the order of vLLM's dequantize_and_gather_k_cache
+// (zerojit/arguments.hpp): with TensorRef what a caller passes, with TensorDesc what dispatch
+// sees. vLLM's block_size restates k_cache.shape[1]: a binding checks it and drops it.
 template <class Tensor>
 struct DequantGatherArguments {
   Tensor out;                         // bf16 [num_reqs, M, 512]; written
@@ -43,7 +44,8 @@ struct DequantGatherArguments {
                       input("k_cache", &A::k_cache),
                       input("seq_lens", &A::seq_lens),
                       input("gather_lens", &A::gather_lens),
-                      input("block_table", &A::block_table),
+                      input("block_table", &A::block_table, indexes("k_cache", 1, "pages")),
+                      repeated_size("block_size", "k_cache", 1),
                       scalar("offset", &A::offset),
                       launch_option("pdl", &A::pdl)};
   }

@@ -29,10 +29,16 @@ struct IndexerQKey {
   auto operator<=>(const IndexerQKey&) const = default;
 };
 
+// weights_out, f32 [T, H] of the query [T, H, D]: what both variants allocate beside their
+// quantized query.
+constexpr OutputAllocation weights_out_like_q() {
+  return allocated_like(DType::f32, "q", 2).with_like_rank(3);
+}
+
 // The FP8 call's arguments, in the order of vLLM's Python function
 // (fused_indexer_q_rope_quant_fp8, whose softmax and head scales arrive as their product). With
 // TensorRef what a caller passes, with TensorDesc what dispatch sees (zerojit/arguments.hpp).
-// The outputs carry no allocation rule: the hand-written Python bindings allocate them.
+// The query's shape sizes the outputs a binding allocates.
 template <class Tensor>
 struct IndexerQFp8Arguments {
   Tensor positions;      // i64 [T]
@@ -54,8 +60,8 @@ struct IndexerQFp8Arguments {
                       input("cos_sin_cache", &A::cos_sin_cache),
                       input("weights", &A::weights),
                       scalar("scale", &A::scale),
-                      output("q_fp8", &A::q_fp8),
-                      output("weights_out", &A::weights_out),
+                      output("q_fp8", &A::q_fp8, allocated_like(DType::e4m3, "q", 3)),
+                      output("weights_out", &A::weights_out, weights_out_like_q()),
                       launch_option("pdl", &A::pdl)};
   }
 };
@@ -63,8 +69,8 @@ using IndexerQFp8Args = IndexerQFp8Arguments<TensorRef>;
 using IndexerQFp8Descriptors = IndexerQFp8Arguments<TensorDesc>;
 
 // The MXFP4 call's arguments, in the order of vLLM's fused_indexer_q_rope_quant_mxfp4: the FP8
-// call's inputs, then its outputs. No allocation rule either: q_packed's D / 2 and q_scale's
-// D / 32 are not extents allocated_like can state.
+// call's inputs, then its outputs, sized by the query as vLLM sizes them: two E2M1 codes a byte
+// (D / 2) and one UE8M0 exponent a block of 32 (D / 32).
 template <class Tensor>
 struct IndexerQMxFp4Arguments {
   Tensor positions;      // i64 [T]
@@ -84,9 +90,12 @@ struct IndexerQMxFp4Arguments {
                       input("cos_sin_cache", &A::cos_sin_cache),
                       input("weights", &A::weights),
                       scalar("scale", &A::scale),
-                      output("q_packed", &A::q_packed),
-                      output("q_scale", &A::q_scale),
-                      output("weights_out", &A::weights_out),
+                      output("q_packed", &A::q_packed,
+                             allocated_like(DType::u8, "q", 3).with_extent_divided(2, 2)),
+                      output("q_scale", &A::q_scale,
+                             allocated_like(DType::u8, "q", 3)
+                                 .with_extent_divided(2, zj::dsv4::kIndexerQMxFp4BlockSize)),
+                      output("weights_out", &A::weights_out, weights_out_like_q()),
                       launch_option("pdl", &A::pdl)};
   }
 };

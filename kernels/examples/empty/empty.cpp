@@ -18,10 +18,10 @@ Program EmptyKernel::program(const EmptyKey& key) const {
                       macro_definitions(key));
 }
 
-LaunchSpec<EmptyKey> EmptyKernel::plan(int block_threads) const {
+LaunchSpec<EmptyKey> EmptyKernel::plan(const EmptyKey& key, const EmptyArgs& args) const {
   LaunchSpec<EmptyKey> spec;
-  spec.key = dispatch(EmptyDescriptors{block_threads});
-  spec.geometry.block.x = static_cast<std::uint32_t>(block_threads);
+  spec.key = key;
+  spec.geometry.block.x = static_cast<std::uint32_t>(args.block_threads);
   spec.args.push(zj::examples::EmptyParams{nullptr, nullptr, 0, 0.0});
   return spec;
 }

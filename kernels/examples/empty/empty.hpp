@@ -17,13 +17,18 @@ struct EmptyKey {
   auto operator<=>(const EmptyKey&) const = default;
 };
 
-struct EmptyDescriptors {
+// The call's arguments (zerojit/arguments.hpp): the block size alone, there being nothing to
+// compute.
+template <class Tensor>
+struct EmptyArguments {
   int block_threads = 32;
 
   static constexpr auto fields() {
-    return std::tuple{field("block_threads", &EmptyDescriptors::block_threads)};
+    return std::tuple{scalar("block_threads", &EmptyArguments::block_threads)};
   }
 };
+using EmptyArgs = EmptyArguments<TensorRef>;
+using EmptyDescriptors = EmptyArguments<TensorDesc>;
 
 // The example family warms one block size.
 struct EmptyGate {
@@ -38,13 +43,15 @@ class EmptyKernel final : public JitKernel<EmptyKernel, EmptyKey, EmptyDescripto
  public:
   EmptyKey dispatch(const EmptyDescriptors& descriptors) const override;
   Program program(const EmptyKey& key) const override;
-  LaunchSpec<EmptyKey> plan(int block_threads) const;
+  // One block of block_threads threads.
+  LaunchSpec<EmptyKey> plan(const EmptyKey& key, const EmptyArgs& args) const;
   WarmupSpace<EmptyDescriptors> warmup_space(const EmptyGate& gate) const;
 
   // Launches one block on an explicit target (the benchmarks' loop).
   void operator()(int block_threads, LaunchTarget target) {
+    const EmptyArgs args{block_threads};
     const EmptyDescriptors descriptors{block_threads};
-    launch(plan(block_threads), target, &descriptors);
+    launch(launch_spec(args), target, &descriptors);
   }
 
  private:

@@ -22,7 +22,8 @@ Program ScaleAddKernel::program(const ScaleAddKey& key) const {
                       instantiate("zj::examples::scale_add_kernel", key));
 }
 
-LaunchSpec<ScaleAddKey> ScaleAddKernel::plan(const ScaleAddArgs& args) const {
+LaunchSpec<ScaleAddKey> ScaleAddKernel::plan(const ScaleAddKey& key,
+                                             const ScaleAddArgs& args) const {
   const ArgumentChecks check = checks();
   for (const auto& [tensor, argument] : {std::pair{&args.x.desc, "x"}, {&args.y.desc, "y"}}) {
     check.tensor(*tensor, argument, {DType::f32, DType::f64}, 1);
@@ -35,7 +36,7 @@ LaunchSpec<ScaleAddKey> ScaleAddKernel::plan(const ScaleAddArgs& args) const {
   check.same_device(args.y.desc, "y", args.x.desc);
 
   LaunchSpec<ScaleAddKey> spec;
-  spec.key = dispatch(args.descriptors());
+  spec.key = key;
   spec.device = args.x.desc.device.ordinal;
   const long long count = args.x.desc.size(0);
   const long long per_block =
@@ -48,7 +49,7 @@ LaunchSpec<ScaleAddKey> ScaleAddKernel::plan(const ScaleAddArgs& args) const {
 
 WarmupSpace<ScaleAddDescriptors> ScaleAddKernel::warmup_space(const ScaleAddGate&) const {
   WarmupSpace<ScaleAddDescriptors> space(ScaleAddDescriptors{
-      TensorDesc::contiguous(DType::f32, {1024}), TensorDesc::contiguous(DType::f32, {1024})});
+      TensorDesc::contiguous(DType::f32, {1024}), TensorDesc::contiguous(DType::f32, {1024}), 1.0});
   space
       .choices("dtype", std::vector<DType>{DType::f32, DType::f64},
                [](ScaleAddDescriptors& d, DType v) { d.x.dtype = d.y.dtype = v; })

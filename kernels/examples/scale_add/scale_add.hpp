@@ -1,9 +1,8 @@
 // y = alpha * x + y: the smallest complete kernel owner. It shows every part of the contract
-// (key, descriptors, dispatch, program, plan, warmup space, gate) and the core's tests and
-// benchmarks run on it.
+// (key, arguments declared once, dispatch, program, plan(key, args), warmup space, gate) and the
+// core's tests and benchmarks run on it.
 #pragma once
 
-#include <optional>
 #include <tuple>
 
 #include "examples/embedded.hpp"
@@ -22,22 +21,21 @@ struct ScaleAddKey {
   auto operator<=>(const ScaleAddKey&) const = default;
 };
 
-struct ScaleAddDescriptors {
-  TensorDesc x;
-  TensorDesc y;
-
-  static constexpr auto fields() {
-    return std::tuple{field("x", &ScaleAddDescriptors::x), field("y", &ScaleAddDescriptors::y)};
-  }
-};
-
-struct ScaleAddArgs {
-  TensorRef x;
-  TensorRef y;
+// The call's arguments, declared once (zerojit/arguments.hpp): with TensorRef what a caller
+// passes, with TensorDesc the descriptors dispatch decides from.
+template <class Tensor>
+struct ScaleAddArguments {
+  Tensor x;  // f32 | f64 [n], contiguous
+  Tensor y;  // x's dtype [n], contiguous; written
   double alpha = 1.0;
 
-  ScaleAddDescriptors descriptors() const { return {x.desc, y.desc}; }
+  static constexpr auto fields() {
+    using A = ScaleAddArguments;
+    return std::tuple{input("x", &A::x), output("y", &A::y), scalar("alpha", &A::alpha)};
+  }
 };
+using ScaleAddArgs = ScaleAddArguments<TensorRef>;
+using ScaleAddDescriptors = ScaleAddArguments<TensorDesc>;
 
 // What a configuration of the example family decides for scale_add: it always runs, over
 // both dtypes, and there is nothing to parameterize.
@@ -50,8 +48,9 @@ class ScaleAddKernel final : public JitKernel<ScaleAddKernel, ScaleAddKey, Scale
   // f32 or f64; 4-wide when the length is a multiple of 4 and both bases are 16-byte aligned.
   ScaleAddKey dispatch(const ScaleAddDescriptors& descriptors) const override;
   Program program(const ScaleAddKey& key) const override;
-  // Validates the arguments (dtype, shape, contiguity, device) and builds the launch.
-  LaunchSpec<ScaleAddKey> plan(const ScaleAddArgs& args) const;
+  // Validates the arguments (dtype, shape, contiguity, device) and builds the launch of `key`,
+  // which the base's dispatch chose for them.
+  LaunchSpec<ScaleAddKey> plan(const ScaleAddKey& key, const ScaleAddArgs& args) const;
   // Both dtypes, a length that allows the 4-wide path and one that does not, aligned and
   // unaligned bases.
   WarmupSpace<ScaleAddDescriptors> warmup_space(const ScaleAddGate& gate = {}) const;

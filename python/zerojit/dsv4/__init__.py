@@ -68,7 +68,7 @@ def fused_indexer_q_rope_quant_fp8(
     if _reference:
         _launch.cpu.indexer_q_fp8(*args, index_weights_out)
     elif _launch.eager(index_q):
-        _launch.fast.indexer_q_fp8(*args, index_weights_out, stream, pdl)
+        _launch.fast.indexer_q_fp8(*args, index_weights_out, pdl, stream)
     else:
         _launch.torch_ops().indexer_q_fp8(*args, index_weights_out, bool(pdl))
 
@@ -100,7 +100,7 @@ def fused_indexer_q_rope_quant_mxfp4(
     if _reference:
         _launch.cpu.indexer_q_mxfp4(*args, index_q_scale, index_weights_out)
     elif _launch.eager(index_q):
-        _launch.fast.indexer_q_mxfp4(*args, index_q_scale, index_weights_out, stream, pdl)
+        _launch.fast.indexer_q_mxfp4(*args, index_q_scale, index_weights_out, pdl, stream)
     else:
         _launch.torch_ops().indexer_q_mxfp4(*args, index_q_scale, index_weights_out, bool(pdl))
 
@@ -129,9 +129,9 @@ def fused_indexer_q_rope_quant(
         scale = float(index_weights_softmax_scale) * float(index_weights_head_scale)
         args = (positions, index_q, index_q_cos_sin_cache, index_weights, scale)
         if not use_fp4:
-            return _launch.fast.indexer_q_fp8(*args, None, None, stream)
+            return _launch.fast.indexer_q_fp8(*args, None, None, False, stream)
         q_packed, q_scale, weights_out = _launch.fast.indexer_q_mxfp4(
-            *args, None, None, None, stream
+            *args, None, None, None, False, stream
         )
         return (q_packed, _scales_as_int32(q_scale)), weights_out
     kernel = "dsv4.indexer_q_mxfp4" if use_fp4 else "dsv4.indexer_q_fp8"
@@ -209,39 +209,37 @@ def dequantize_and_gather_k_cache(
     outside ``[offset, offset + G)`` are untouched. ``block_size`` must equal
     ``k_cache.shape[1]``. ``pdl``: launch with programmatic dependent launch.
     """
+    args = (out, k_cache, seq_lens, gather_lens, block_table, block_size, offset)
     if _reference:
-        _launch.cpu.dequant_gather(
-            out, k_cache, seq_lens, gather_lens, block_table, block_size, offset
-        )
+        _launch.cpu.dequant_gather(*args)
     elif _launch.eager(out):
-        _launch.fast.dequant_gather(
-            out, k_cache, seq_lens, gather_lens, block_table, block_size, offset, stream, pdl
-        )
+        _launch.fast.dequant_gather(*args, pdl, stream)
     else:
-        _check_block_size(k_cache, block_size, "dsv4.dequant_gather")
+        kernel = "dsv4.dequant_gather"
         _launch.torch_ops().dequant_gather(
             out,
             k_cache,
             seq_lens,
             gather_lens,
             block_table,
-            _launch.integer(offset, "dsv4.dequant_gather", "offset"),
+            _check_block_size(k_cache, block_size, kernel),
+            _launch.integer(offset, kernel, "offset"),
             bool(pdl),
         )
 
 
 def _check_block_size(k_cache, block_size, kernel):
-    """Under tracing the block size is checked here (the custom op's schema omits it)."""
-    if (
-        block_size is not None
-        and _launch.integer(block_size, kernel, "block_size") != k_cache.shape[1]
-    ):
+    """Under tracing the block size is checked here, where the tensors' shapes are known (the
+    op checks it again when it runs). Returns it as an int (or None)."""
+    block_size = _launch.optional_integer(block_size, kernel, "block_size")
+    if block_size is not None and block_size != k_cache.shape[1]:
         raise _errors.InvalidArgument(
             f"{kernel}: argument 'block_size': must equal k_cache.shape[1] = "
             f"{k_cache.shape[1]}, got {block_size}",
             kernel,
             "block_size",
         )
+    return block_size
 
 
 # --- DCP top-k candidate packing (spec section 12) -------------------------------------------

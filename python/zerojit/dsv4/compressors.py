@@ -64,24 +64,27 @@ def fused_kv_compress_norm_rope_insert_sparse_attn(
         kv_block_stride,
     )
     if _reference:
-        return _launch.cpu.c4_store(
-            *args, _default_fp8_scale(k_cache, fp8_scale), store_full_kv, store_full_fp8
-        )
+        return _launch.cpu.c4_store(*args, fp8_scale, store_full_kv, store_full_fp8)
     if _launch.eager(state_cache):
-        _launch.fast.c4_store(*args, fp8_scale, store_full_kv, store_full_fp8, stream, pdl)
+        _launch.fast.c4_store(*args, fp8_scale, store_full_kv, store_full_fp8, pdl, stream)
     else:
+        kernel = "dsv4.c4_store"
         _launch.torch_ops().c4_store(
             state_cache,
             token_to_req_indices,
             positions,
             slot_mapping,
             block_table,
+            _launch.optional_integer(block_size, kernel, "block_size"),
             rms_norm_weight,
             float(rms_norm_eps),
             cos_sin_cache,
             k_cache,
             kv_slot_mapping,
+            *_traced_cache_geometry(kv_cache_block_size, kv_block_stride, kernel),
             _default_fp8_scale(k_cache, fp8_scale),
+            store_full_kv,
+            store_full_fp8,
             bool(pdl),
         )
     return None
@@ -105,13 +108,15 @@ def sparse_attn_compress_c128(
     """
     args = (state_cache, token_to_req_indices, positions, slot_mapping, block_table, block_size)
     if not _reference and _launch.eager(state_cache):
-        return _launch.fast.c128_compress(*args, compressed_kv, stream)
+        return _launch.fast.c128_compress(*args, compressed_kv, False, stream)
+    kernel = "dsv4.c128_compress"
     if compressed_kv is None:
-        (tokens,) = shape_of(slot_mapping, "dsv4.c128_compress", "slot_mapping", 1)
+        (tokens,) = shape_of(slot_mapping, kernel, "slot_mapping", 1)
         compressed_kv = empty(state_cache, (tokens, _HEAD_DIM), "f32")
     if _reference:
         return compressed_kv, _launch.cpu.c128_compress(*args, compressed_kv)
-    _launch.torch_ops().c128_compress(*args[:5], compressed_kv)
+    block_size = _launch.optional_integer(block_size, kernel, "block_size")
+    _launch.torch_ops().c128_compress(*args[:5], block_size, compressed_kv)
     return compressed_kv
 
 
@@ -150,11 +155,9 @@ def sparse_attn_norm_rope_store(
         kv_block_stride,
     )
     if _reference:
-        return _launch.cpu.c128_store(
-            *args, _default_fp8_scale(k_cache, fp8_scale), store_full_kv, store_full_fp8
-        )
+        return _launch.cpu.c128_store(*args, fp8_scale, store_full_kv, store_full_fp8)
     if _launch.eager(compressed_kv):
-        _launch.fast.c128_store(*args, fp8_scale, store_full_kv, store_full_fp8, stream)
+        _launch.fast.c128_store(*args, fp8_scale, store_full_kv, store_full_fp8, False, stream)
     else:
         _launch.torch_ops().c128_store(
             compressed_kv,
@@ -165,7 +168,10 @@ def sparse_attn_norm_rope_store(
             cos_sin_cache,
             k_cache,
             kv_slot_mapping,
+            *_traced_cache_geometry(kv_cache_block_size, kv_block_stride, "dsv4.c128_store"),
             _default_fp8_scale(k_cache, fp8_scale),
+            store_full_kv,
+            store_full_fp8,
         )
     return None
 
@@ -218,8 +224,8 @@ def split_kv_compress_norm_rope_insert_sparse_attn(
             fp8_scale,
             store_full_kv,
             store_full_fp8,
-            stream,
             pdl,
+            stream,
         )
         return None
     compressed = sparse_attn_compress_c128(
@@ -254,9 +260,19 @@ def split_kv_compress_norm_rope_insert_sparse_attn(
     )
 
 
+def _traced_cache_geometry(kv_cache_block_size, kv_block_stride, kernel):
+    """The K cache geometry vLLM restates, as the traced op takes it (ints or None, refused by
+    name otherwise); the op checks it against the cache when it runs."""
+    return (
+        _launch.optional_integer(kv_cache_block_size, kernel, "kv_cache_block_size"),
+        _launch.optional_integer(kv_block_stride, kernel, "kv_block_stride"),
+    )
+
+
 def _default_fp8_scale(k_cache, fp8_scale):
-    """vLLM's compressor passes ones(1) when a float8 cache has no per-tensor scale (the
-    reference and traced paths; the launch path does this in C++)."""
+    """vLLM's compressor passes ones(1) when a float8 cache has no per-tensor scale: put in the
+    traced graph here (the launch path and the references default it in C++, the declaration's
+    unit_scale_when)."""
     if fp8_scale is not None:
         return fp8_scale
     torch = torch_module()
@@ -275,6 +291,21 @@ def _check_equal(name, value, supported, kernel="dsv4.compressor"):
             f"are built for it), got {value!r}",
             kernel,
             name,
+        )
+
+
+def _check_state_width(state_cache, state_width):
+    """``state_width`` restates the state cache: a state row holds kv then score, each
+    ``state_width`` wide. Checked once ``state_width`` is known to be the kernels' (so the cache
+    is what disagrees), here rather than by the kernel: also when traced."""
+    shape = getattr(state_cache, "shape", None)
+    if shape is not None and len(shape) > 0 and int(shape[-1]) != 2 * int(state_width):
+        raise _errors.InvalidArgument(
+            f"dsv4.compressor: argument 'state_cache': its last dimension must be "
+            f"2 * state_width = {2 * int(state_width)} (a state row is kv then score), got "
+            f"{tuple(int(extent) for extent in shape)}",
+            "dsv4.compressor",
+            "state_cache",
         )
 
 
@@ -356,6 +387,7 @@ def compress_norm_rope_store(
     _check_equal("scale_dim", scale_dim, _SCALE_DIM)
     _check_equal("overlap", overlap, compress_ratio == 4)
     _check_equal("state_width", state_width, _HEAD_DIM * (2 if compress_ratio == 4 else 1))
+    _check_state_width(state_cache, state_width)
     kv_slot_mapping = getattr(k_cache_metadata, "slot_mapping", k_cache_metadata)
     if getattr(positions, "shape", None) is not None and _numel(positions) == 0:
         return [] if _reference else None

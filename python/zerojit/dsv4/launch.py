@@ -26,19 +26,20 @@ def eager(anchor):
 _unit_scales = {}
 
 
-def unit_scale(k_cache):
-    """The default ``fp8_scale`` for a float8_e4m3fn cache, made once per device (the C++ launch
-    path calls this when ``fp8_scale`` is None)."""
-    device = k_cache.device
+def unit_scale(like, kernel="dsv4.compressor", argument="fp8_scale"):
+    """A float32 ``[1]`` tensor of ones on ``like``'s device, made once per device: the default
+    of an input declared ``unit_scale_when`` (``fp8_scale`` for a float8_e4m3fn cache), which
+    the C++ launch path asks for when the caller passes None."""
+    device = like.device
     scale = _unit_scales.get(device)
     if scale is None:
         torch = torch_module()
         if torch.cuda.is_current_stream_capturing():
             raise _errors.InvalidArgument(
-                "dsv4.compressor: argument 'fp8_scale': is None while a CUDA graph is being "
-                "captured; pass fp8_scale, or make one call before capturing",
-                "dsv4.compressor",
-                "fp8_scale",
+                f"{kernel}: argument '{argument}': is None while a CUDA graph is being "
+                f"captured; pass {argument}, or make one call before capturing",
+                kernel,
+                argument,
             )
         scale = torch.ones(1, dtype=torch.float32, device=device)
         _unit_scales[device] = scale
@@ -47,6 +48,11 @@ def unit_scale(k_cache):
 
 def torch_ops():
     return sys.modules["torch"].ops.zerojit
+
+
+def optional_integer(value, kernel, argument):
+    """None, or ``value`` as ``integer`` takes it."""
+    return None if value is None else integer(value, kernel, argument)
 
 
 def integer(value, kernel, argument):

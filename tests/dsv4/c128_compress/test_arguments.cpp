@@ -76,7 +76,7 @@ TEST_F(Dsv4Arguments, C128Compress) {
        {kDtype, "i64"}},
       {"token_to_req is strided",
        [](A& a) { a.token_to_req = strided(1, DType::i32, {kTokens}, {2}); },
-       "token_to_req",
+       "token_to_req_indices",
        {kContiguous}},
       {"positions is on another GPU",
        [](A& a) { a.positions = on_device(a.positions, Device::cuda(1)); },

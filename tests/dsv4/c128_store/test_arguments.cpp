@@ -98,8 +98,8 @@ std::vector<Mutation<C128StoreArgs>> c128_input_mutations() {
        },
        "cos_sin_cache",
        {kInnermost}},
-      {"eps is 0", [](A& a) { a.eps = 0.0f; }, "eps", {"must be positive"}},
-      {"eps is -inf", [](A& a) { a.eps = -INFINITY; }, "eps", {"must be positive"}},
+      {"eps is 0", [](A& a) { a.eps = 0.0f; }, "rms_norm_eps", {"must be positive"}},
+      {"eps is -inf", [](A& a) { a.eps = -INFINITY; }, "rms_norm_eps", {"must be positive"}},
   };
 }
 

@@ -97,13 +97,13 @@ std::vector<Mutation<C4StoreArgs>> c4_input_mutations() {
        {kContiguous}},
       {"token_to_req is i64",
        [](A& a) { a.token_to_req = with_dtype(a.token_to_req, DType::i64); },
-       "token_to_req",
+       "token_to_req_indices",
        {kDtype, "i32"}},
       {"token_to_req has rank 2",
        [](A& a) {
          a.token_to_req = with_shape(a.token_to_req, {kTokens, 1});
        },
-       "token_to_req",
+       "token_to_req_indices",
        {"must have 1 dimensions"}},
       {"positions is i32",
        [](A& a) { a.positions = with_dtype(a.positions, DType::i32); },
@@ -169,9 +169,9 @@ std::vector<Mutation<C4StoreArgs>> c4_input_mutations() {
        [](A& a) { a.cos_sin_cache = on_device(a.cos_sin_cache, Device::cuda(1)); },
        "cos_sin_cache",
        {kSameDevice}},
-      {"eps is 0", [](A& a) { a.eps = 0.0f; }, "eps", {"must be positive"}},
-      {"eps is negative", [](A& a) { a.eps = -1e-6f; }, "eps", {"must be positive"}},
-      {"eps is NaN", [](A& a) { a.eps = std::nanf(""); }, "eps", {"must be positive"}},
+      {"eps is 0", [](A& a) { a.eps = 0.0f; }, "rms_norm_eps", {"must be positive"}},
+      {"eps is negative", [](A& a) { a.eps = -1e-6f; }, "rms_norm_eps", {"must be positive"}},
+      {"eps is NaN", [](A& a) { a.eps = std::nanf(""); }, "rms_norm_eps", {"must be positive"}},
   };
 }
 

@@ -78,11 +78,12 @@ Params unpack(const KernelArgs& args) {
   return block;
 }
 
-// The argument block type of an owner's reference(key, params).
+// The argument block type of an owner's reference(key, params) (which may return what it
+// wrote, ignored here).
 template <class Function>
 struct ReferenceParams;
-template <class Key, class Params>
-struct ReferenceParams<void (*)(const Key&, const Params&)> {
+template <class Result, class Key, class Params>
+struct ReferenceParams<Result (*)(const Key&, const Params&)> {
   using type = Params;
 };
 
