@@ -5,11 +5,12 @@
 #   scripts/check_wheel.sh --pip WORK_DIR       the wheel `pip wheel .` builds from this tree
 # The first is what the test python_wheel runs: `pip wheel .` builds the module again from
 # scratch (minutes on a small machine), while auditwheel judges only the ELF files a wheel holds
-# (the module and the `zerojit` program: their glibc symbol versions and the libraries they
-# need), and those are what BUILD_DIR built with the same CMakeLists.txt, the same options
-# (the glibc floor, the static C++ runtime) and the same compiler. So the module and the tool of
-# BUILD_DIR are packed into a wheel laid out as pip's is (the package, and the program among the
-# scripts, where pip is asked to build it: pyproject.toml), and that wheel is judged. The second builds the real wheel, for a release.
+# (the module, which carries the tool: its glibc symbol versions and the libraries it needs),
+# and that is what BUILD_DIR built with the same CMakeLists.txt, the same options (the glibc
+# floor, the static C++ runtime) and the same compiler. So the module of BUILD_DIR is packed
+# into a wheel laid out as pip's is (the package; the `zerojit` command is a console script,
+# pyproject.toml, which holds no ELF file), and that wheel is judged. The second builds the real
+# wheel, for a release.
 # Exit 0: compatible with manylinux_2_28 or an older policy; 1: not, with auditwheel's report;
 # 77: cannot check here (no Python package in BUILD_DIR, or auditwheel cannot be installed).
 set -euo pipefail
@@ -50,17 +51,15 @@ else
     exit 77
   fi
   # A wheel as pip builds it (pyproject.toml: the package python/zerojit with the module next to
-  # its files, the tool among the scripts): every file, its RECORD, its WHEEL tag.
-  "$python" - "$package" "$build/tools/zerojit" "$dist" <<'EOF'
+  # its files): every file, its RECORD, its WHEEL tag.
+  "$python" - "$package" "$dist" <<'EOF'
 import base64, hashlib, pathlib, sys, sysconfig, zipfile
-package, tool, dist = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), pathlib.Path(sys.argv[3])
+package, dist = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
 tag = "cp%d%d" % sys.version_info[:2]
 platform = sysconfig.get_platform().replace("-", "_").replace(".", "_")
 name = "zerojit-0.1.0"
 files = {f"zerojit/{p.relative_to(package)}": p.read_bytes()
          for p in sorted(package.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
-if tool.exists():
-    files[f"{name}.data/scripts/zerojit"] = tool.read_bytes()
 files[f"{name}.dist-info/METADATA"] = b"Metadata-Version: 2.1\nName: zerojit\nVersion: 0.1.0\n"
 files[f"{name}.dist-info/WHEEL"] = (
     f"Wheel-Version: 1.0\nGenerator: zerojit check_wheel.sh\nRoot-Is-Purelib: false\n"
@@ -75,7 +74,7 @@ wheel = dist / f"{name}-{tag}-{tag}-{platform}.whl"
 with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as archive:
     for path, data in files.items():
         info = zipfile.ZipInfo(path)
-        info.external_attr = (0o755 if path.endswith(("zerojit", ".so")) else 0o644) << 16
+        info.external_attr = (0o755 if path.endswith(".so") else 0o644) << 16
         archive.writestr(info, data, zipfile.ZIP_DEFLATED)
 print(f"packed {wheel.name}: {len(files)} files")
 EOF

@@ -3,6 +3,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <cstring>
 #include <mutex>
 #include <optional>
 
@@ -120,6 +122,7 @@ struct CallScratch {
   std::vector<CallValue> values;
   std::vector<CallValue> launch_values;
   std::vector<std::uint64_t> fingerprint;
+  std::vector<PyObject*> options;  // borrowed: the call's keyword values or the defaults
 };
 
 class ScratchLease {
@@ -141,11 +144,49 @@ class ScratchLease {
 thread_local std::vector<std::unique_ptr<CallScratch>> ScratchLease::stack_;
 thread_local std::size_t ScratchLease::depth_ = 0;
 
+// A call option's words in the memo's fingerprint. Options are the launcher's configuration
+// values (a compress ratio, a flag, a mode's name), so they are scalars or text; a tensor goes
+// to the kernel as an argument, never as an option.
+constexpr std::uint64_t kTextWord = 0x7465787400000000ULL;  // after every CallValue::Kind
+
+void add_option_fingerprint(FastCall& call, PyObject* object, const std::string& name,
+                            std::vector<std::uint64_t>& words) {
+  if (PyUnicode_Check(object)) {
+    Py_ssize_t size = 0;
+    const char* text = PyUnicode_AsUTF8AndSize(object, &size);
+    if (text == nullptr) {
+      PyErr_Clear();
+      call.fail(name, "is a str that is not valid Unicode (a lone surrogate)");
+    }
+    words.push_back(kTextWord);
+    words.push_back(static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(Py_TYPE(object))));
+    words.push_back(static_cast<std::uint64_t>(size));
+    for (Py_ssize_t at = 0; at < size; at += 8) {
+      std::uint64_t word = 0;
+      std::memcpy(&word, text + at, static_cast<std::size_t>(std::min<Py_ssize_t>(8, size - at)));
+      words.push_back(word);
+    }
+    return;
+  }
+  const PyNumberMethods* number = Py_TYPE(object)->tp_as_number;
+  const bool scalar = object == Py_None || PyBool_Check(object) || PyLong_Check(object) ||
+                      PyFloat_Check(object) || PyIndex_Check(object) ||
+                      (number != nullptr && number->nb_float != nullptr);
+  if (!scalar || PyObject_HasAttrString(object, "__dlpack__")) {
+    call.fail(name,
+              std::string("is a call option, so None, a bool, an int, a float or a str, got ") +
+                  Py_TYPE(object)->tp_name +
+                  " (a tensor goes to the kernel as one of its arguments)");
+  }
+  add_fingerprint(read_value(call, object, name), words);
+}
+
 }  // namespace
 
 KernelCall::KernelCall(DynamicKernel& kernel, Language language, std::vector<std::string> names,
                        std::size_t required, std::vector<bool> memoized, PyObject* resolve,
-                       PyObject* plan, std::vector<std::string> launch_names)
+                       PyObject* plan, std::vector<std::string> launch_names,
+                       std::vector<PyObject*> defaults, std::vector<Option> options)
     : kernel_(kernel),
       language_(language),
       packer_(entry_kind(language).make_packer(kernel.name())),
@@ -154,9 +195,20 @@ KernelCall::KernelCall(DynamicKernel& kernel, Language language, std::vector<std
       required_(required),
       memoized_(std::move(memoized)),
       resolve_(resolve),
-      plan_(plan) {
+      plan_(plan),
+      defaults_(std::move(defaults)),
+      options_(std::move(options)) {
   if (memoized_.size() != names_.size() || required_ > names_.size()) {
     throw Error("kernel " + kernel_.name() + ": the memo flags do not match the arguments");
+  }
+  if (!defaults_.empty() && defaults_.size() != names_.size() - required_) {
+    throw Error("kernel " + kernel_.name() + ": one default is needed per optional argument");
+  }
+  for (PyObject* value : defaults_) Py_INCREF(value);
+  for (const Option& option : options_) {
+    Py_XINCREF(option.fallback);
+    option_names_.push_back(PyUnicode_InternFromString(option.name.c_str()));
+    if (option_names_.back() == nullptr) throw py::error_already_set();
   }
   if (names_.size() > static_cast<std::size_t>(kMaxKernelParams)) {
     throw InvalidArgument(kernel_.name(), "params",
@@ -170,14 +222,84 @@ KernelCall::KernelCall(DynamicKernel& kernel, Language language, std::vector<std
 KernelCall::~KernelCall() {
   Py_DECREF(resolve_);
   Py_XDECREF(plan_);
+  for (PyObject* value : defaults_) Py_DECREF(value);
+  for (const Option& option : options_) Py_XDECREF(option.fallback);
+  for (PyObject* name : option_names_) Py_DECREF(name);
+}
+
+void KernelCall::hold_type(PyObject* object) {
+  auto* type = reinterpret_cast<PyObject*>(Py_TYPE(object));
+  if (held_types_.insert(type).second) Py_INCREF(type);
+}
+
+void KernelCall::unknown_keyword(PyObject* name) const {
+  const char* text = PyUnicode_AsUTF8(name);
+  if (text == nullptr) PyErr_Clear();
+  std::string takes = "stream=";
+  for (const Option& option : options_) takes += ", " + option.name + "=";
+  throw InvalidArgument(kernel_.name(), text != nullptr ? text : "?",
+                        "is no keyword of this kernel's call, which takes " + takes +
+                            (options_.empty() ? " only (an owner declares call options to take "
+                                                "the launcher's meta-parameters)"
+                                              : ""));
+}
+
+// Keywords are few and their names come interned from the call site, so a name is found by
+// identity first; the option list is short (a linear scan costs less than a hash).
+PyObject* KernelCall::read_keywords(PyObject* keywords, PyObject* const* keyword_values,
+                                    std::vector<PyObject*>& chosen) const {
+  static PyObject* const stream_name = PyUnicode_InternFromString("stream");
+  PyObject* stream = Py_None;
+  chosen.assign(options_.size(), nullptr);
+  const Py_ssize_t count = keywords == nullptr ? 0 : PyTuple_GET_SIZE(keywords);
+  for (Py_ssize_t i = 0; i < count; ++i) {
+    PyObject* name = PyTuple_GET_ITEM(keywords, i);
+    std::size_t option = 0;
+    while (option < options_.size() && option_names_[option] != name) ++option;
+    if (option == options_.size() && name != stream_name) {
+      option = 0;
+      while (option < options_.size() && PyUnicode_Compare(name, option_names_[option]) != 0) {
+        ++option;
+      }
+      if (option == options_.size() && PyUnicode_Compare(name, stream_name) != 0) {
+        unknown_keyword(name);
+      }
+    }
+    if (option == options_.size()) {
+      stream = keyword_values[i];
+    } else {
+      chosen[option] = keyword_values[i];
+    }
+  }
+  for (std::size_t option = 0; option < options_.size(); ++option) {
+    if (chosen[option] != nullptr) continue;
+    chosen[option] = options_[option].fallback;
+    if (chosen[option] == nullptr) {
+      throw InvalidArgument(kernel_.name(), options_[option].name,
+                            "is a call option of this kernel without a default: pass " +
+                                options_[option].name + "=...");
+    }
+  }
+  return stream;
 }
 
 const CallMemo::Entry& KernelCall::resolve(PyObject* const* args, Py_ssize_t count,
                                            const std::vector<CallValue>& values,
+                                           const std::vector<PyObject*>& options,
                                            const std::vector<std::uint64_t>& fingerprint,
                                            std::uint64_t hash) {
-  py::object result = py::reinterpret_steal<py::object>(
-      PyObject_CallOneArg(resolve_, arguments_tuple(args, count).ptr()));
+  py::object result;
+  if (options_.empty()) {
+    result = py::reinterpret_steal<py::object>(
+        PyObject_CallOneArg(resolve_, arguments_tuple(args, count).ptr()));
+  } else {
+    py::dict chosen;
+    for (std::size_t i = 0; i < options_.size(); ++i) {
+      chosen[option_names_[i]] = py::reinterpret_borrow<py::object>(options[i]);
+    }
+    result = py::reinterpret_steal<py::object>(PyObject_CallFunctionObjArgs(
+        resolve_, arguments_tuple(args, count).ptr(), chosen.ptr(), nullptr));
+  }
   if (!result) throw py::error_already_set();
   const auto pair = result.cast<std::pair<std::int64_t, py::object>>();
   CallMemo::Entry resolved;
@@ -194,10 +316,10 @@ const CallMemo::Entry& KernelCall::resolve(PyObject* const* args, Py_ssize_t cou
   }
   // The memo's words name the scalar types by address: keep each alive as long as the memo.
   for (Py_ssize_t i = 0; i < count; ++i) {
-    if (values[static_cast<std::size_t>(i)].type == nullptr) continue;
-    auto* type = reinterpret_cast<PyObject*>(Py_TYPE(args[i]));
-    if (held_types_.insert(type).second) Py_INCREF(type);
+    if (values[static_cast<std::size_t>(i)].type != nullptr) hold_type(args[i]);
   }
+  for (PyObject* value : defaults_) hold_type(value);
+  for (PyObject* value : options) hold_type(value);
   return memo_.insert(std::move(resolved), hash);
 }
 
@@ -222,29 +344,42 @@ PyObject* KernelCall::plan_call(std::int64_t slot, PyObject* const* args, Py_ssi
   return py::object(launch[4]).release().ptr();
 }
 
-PyObject* KernelCall::call(PyObject* const* args, Py_ssize_t count, PyObject* stream) {
+PyObject* KernelCall::call(PyObject* const* args, Py_ssize_t count, PyObject* keywords,
+                           PyObject* const* keyword_values) {
+  const ScratchLease lease;
+  std::vector<PyObject*>& options = (*lease).options;
+  // A positional call of a kernel without options (the common case) reads no keyword.
+  PyObject* stream = keywords == nullptr && options_.empty()
+                         ? Py_None
+                         : read_keywords(keywords, keyword_values, options);
   FastCall call(kernel_.name(), stream);
   if (count < static_cast<Py_ssize_t>(required_) ||
       count > static_cast<Py_ssize_t>(names_.size())) {
     std::string names;
     for (const auto& name : names_) names += (names.empty() ? "" : ", ") + name;
-    call.fail("args", "takes " + std::to_string(names_.size()) + " arguments (" + names +
-                          "), got " + std::to_string(count));
+    call.fail("args", "takes " +
+                          (required_ == names_.size() ? "" : std::to_string(required_) + " to ") +
+                          std::to_string(names_.size()) + " arguments (" + names + "), got " +
+                          std::to_string(count));
   }
-  const ScratchLease lease;
   std::vector<CallValue>& values = (*lease).values;
   std::vector<CallValue>& launch_values = (*lease).launch_values;
   std::vector<std::uint64_t>& fingerprint = (*lease).fingerprint;
-  values.resize(static_cast<std::size_t>(count));
+  const std::size_t given = static_cast<std::size_t>(count);
+  values.resize(defaults_.empty() ? given : names_.size());
   fingerprint.clear();
   fingerprint.push_back(static_cast<std::uint64_t>(count));
   for (std::size_t i = 0; i < values.size(); ++i) {
-    values[i] = read_value(call, args[i], names_[i]);
+    // Left out: the function's own default, as Triton's binder fills it in.
+    values[i] = read_value(call, i < given ? args[i] : defaults_[i - required_], names_[i]);
     if (memoized_[i]) add_fingerprint(values[i], fingerprint);
+  }
+  for (std::size_t i = 0; i < options_.size(); ++i) {
+    add_option_fingerprint(call, options[i], options_[i].name, fingerprint);
   }
   const std::uint64_t hash = CallMemo::hash(fingerprint);
   const CallMemo::Entry* found = memo_.find(fingerprint, hash);
-  if (found == nullptr) found = &resolve(args, count, values, fingerprint, hash);
+  if (found == nullptr) found = &resolve(args, count, values, options, fingerprint, hash);
   const std::int64_t slot = found->slot;
 
   PackedCall packed;
@@ -273,6 +408,9 @@ PyObject* KernelCall::call(PyObject* const* args, Py_ssize_t count, PyObject* st
   // errors' messages, and runs without the GIL.
   CallDescriptors descriptors;
   descriptors.tensors = describe_values(*names, *launched);
+  for (std::size_t i = 0; i < options_.size(); ++i) {
+    descriptors.tensors += ", " + options_[i].name + "=" + std::string(py::repr(options[i]));
+  }
   PyThreadState* saved = PyEval_SaveThread();
   try {
     kernel_.launch_packed(key, packed, target, DescriptorText::of(descriptors));
@@ -295,18 +433,8 @@ KernelCall* kernel_call_of(PyObject* capsule) {
 // Python frame of its own).
 PyObject* instance_call(PyObject*, PyObject* const* argv, Py_ssize_t nargsf, PyObject* kwnames) {
   static PyObject* const launcher_name = PyUnicode_InternFromString("_launcher");
-  static PyObject* const stream_name = PyUnicode_InternFromString("stream");
   const Py_ssize_t positional = PyVectorcall_NARGS(nargsf);
-  PyObject* stream = Py_None;
-  const Py_ssize_t keywords = kwnames == nullptr ? 0 : PyTuple_GET_SIZE(kwnames);
-  for (Py_ssize_t i = 0; i < keywords; ++i) {
-    PyObject* name = PyTuple_GET_ITEM(kwnames, i);
-    if (PyUnicode_Compare(name, stream_name) != 0) {
-      PyErr_Format(PyExc_TypeError, "a kernel's call takes no keyword '%U' (only stream)", name);
-      return nullptr;
-    }
-    stream = argv[positional + i];
-  }
+  if (kwnames != nullptr && PyTuple_GET_SIZE(kwnames) == 0) kwnames = nullptr;
   if (positional < 1) {
     PyErr_SetString(PyExc_TypeError, "a kernel's __call__ needs the kernel instance");
     return nullptr;
@@ -317,7 +445,7 @@ PyObject* instance_call(PyObject*, PyObject* const* argv, Py_ssize_t nargsf, PyO
     if (!capsule) return nullptr;
     KernelCall* launcher = kernel_call_of(capsule.ptr());
     if (launcher == nullptr) return nullptr;
-    return launcher->call(argv + 1, positional - 1, stream);
+    return launcher->call(argv + 1, positional - 1, kwnames, argv + positional);
   } catch (...) {
     set_python_error_from_current_exception();
     return nullptr;
@@ -327,8 +455,9 @@ PyObject* instance_call(PyObject*, PyObject* const* argv, Py_ssize_t nargsf, PyO
 PyMethodDef kInstanceCall = {
     "__call__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(instance_call)),
     METH_FASTCALL | METH_KEYWORDS,
-    "Dispatches (from a memo), checks the call against its key's specialization, packs and "
-    "launches it on the tensors' current stream (or stream=...)."};
+    "Dispatches (from a memo of the arguments dispatch and the grid read, and the call options), "
+    "checks the call against its key's specialization, packs and launches it on the tensors' "
+    "current stream (or stream=...)."};
 
 }  // namespace
 
@@ -347,21 +476,32 @@ void bind_kernel_call(py::module_& module) {
       "kernel_call",
       [](DynamicKernel& kernel, const std::string& language, std::vector<std::string> names,
          std::size_t required, std::vector<bool> memoized, py::object resolve, py::object plan,
-         std::vector<std::string> launch_names) {
+         std::vector<std::string> launch_names, py::list defaults, py::list options) {
         const auto parsed = parse_language(language);
         if (!parsed) throw InvalidArgument(kernel.name(), "language", "unknown: " + language);
+        std::vector<PyObject*> default_values;
+        for (py::handle value : defaults) default_values.push_back(value.ptr());
+        // (name, has a default, the default)
+        std::vector<KernelCall::Option> call_options;
+        for (py::handle option : options) {
+          const auto entry = option.cast<py::tuple>();
+          call_options.push_back({entry[0].cast<std::string>(),
+                                  entry[1].cast<bool>() ? py::object(entry[2]).ptr() : nullptr});
+        }
         static std::mutex mutex;
         static auto* calls = new std::vector<std::unique_ptr<KernelCall>>();
         std::lock_guard lock(mutex);
         calls->push_back(std::make_unique<KernelCall>(
             kernel, *parsed, std::move(names), required, std::move(memoized), resolve.ptr(),
-            plan.is_none() ? nullptr : plan.ptr(), std::move(launch_names)));
+            plan.is_none() ? nullptr : plan.ptr(), std::move(launch_names),
+            std::move(default_values), std::move(call_options)));
         return py::reinterpret_steal<py::object>(
             PyCapsule_New(calls->back().get(), kCapsuleName, nullptr));
       },
       py::arg("kernel"), py::arg("language"), py::arg("names"), py::arg("required"),
       py::arg("memoized"), py::arg("resolve"), py::arg("plan") = py::none(),
-      py::arg("launch_names") = std::vector<std::string>{});
+      py::arg("launch_names") = std::vector<std::string>{}, py::arg("defaults") = py::list(),
+      py::arg("options") = py::list());
   // The argument specification of a slot, a JSON list as the language's owner writes it.
   module.def("kernel_call_set_spec",
              [](py::object capsule, std::int64_t slot, const std::string& spec) {

@@ -5,7 +5,9 @@
 // seen), every tensor checked to be a CUDA tensor on the call's device, the arguments packed by
 // the language's packer (src/languages/packer.hpp, the only language-specific step), and the
 // launch through the kernel's executor cache in its entry kind's form: a warmed key with the GIL
-// held, a miss (which may compile) with the GIL released.
+// held, a miss (which may compile) with the GIL released. A call may also take the owner's call
+// options by keyword (the meta-parameters an engine's launcher picks, `compress_ratio=4`): they
+// are no kernel arguments, but reach dispatch and the geometry, so they are part of the memo.
 #pragma once
 
 #include <Python.h>
@@ -32,9 +34,18 @@ class KernelCall {
   // owners whose launch needs arbitrary Python (zerojit.Kernel.plan): it returns (grid, block,
   // shared bytes, launch arguments, result), the launch arguments in the order of
   // `launch_names` (the kernel's parameters).
+  // `defaults`: empty, or the values of the parameters after `required` that a call leaves out
+  // (a Triton function's own defaults), one each. `options`: the call options, each (name,
+  // default) with the default nullptr where the option must be given; a kernel with options
+  // calls resolve(args, {option: value}).
+  struct Option {
+    std::string name;
+    PyObject* fallback = nullptr;  // a strong reference, or nullptr: required
+  };
   KernelCall(DynamicKernel& kernel, Language language, std::vector<std::string> names,
              std::size_t required, std::vector<bool> memoized, PyObject* resolve, PyObject* plan,
-             std::vector<std::string> launch_names);
+             std::vector<std::string> launch_names, std::vector<PyObject*> defaults = {},
+             std::vector<Option> options = {});
   ~KernelCall();
   KernelCall(const KernelCall&) = delete;
   KernelCall& operator=(const KernelCall&) = delete;
@@ -42,13 +53,22 @@ class KernelCall {
   DynamicKernel& kernel() { return kernel_; }
   languages::ArgumentPacker& packer() { return *packer_; }
   // One call (with the GIL held); returns the result (None, or what a plan returned) or throws.
-  PyObject* call(PyObject* const* args, Py_ssize_t count, PyObject* stream);
+  // `keywords`/`keyword_values`: the call's keyword names (a tuple, or nullptr) and values:
+  // stream= and the call options.
+  PyObject* call(PyObject* const* args, Py_ssize_t count, PyObject* keywords,
+                 PyObject* const* keyword_values);
   void forget_memo() { memo_.clear(); }
 
  private:
   const CallMemo::Entry& resolve(PyObject* const* args, Py_ssize_t count,
                                  const std::vector<CallValue>& values,
+                                 const std::vector<PyObject*>& options,
                                  const std::vector<std::uint64_t>& fingerprint, std::uint64_t hash);
+  void hold_type(PyObject* object);
+  // The call options' values (given, else their defaults) into `chosen`, and the stream.
+  PyObject* read_keywords(PyObject* keywords, PyObject* const* keyword_values,
+                          std::vector<PyObject*>& chosen) const;
+  [[noreturn]] void unknown_keyword(PyObject* name) const;
   // Runs the per-call plan: the launch's values (in `values`), its geometry, and its result.
   PyObject* plan_call(std::int64_t slot, PyObject* const* args, Py_ssize_t count, FastCall& call,
                       std::vector<CallValue>& values, LaunchGeometry& geometry);
@@ -60,8 +80,11 @@ class KernelCall {
   std::vector<std::string> launch_names_;  // of a planned call's launch arguments
   std::size_t required_;
   std::vector<bool> memoized_;
-  PyObject* resolve_;  // a strong reference
-  PyObject* plan_;     // a strong reference, or nullptr
+  PyObject* resolve_;                    // a strong reference
+  PyObject* plan_;                       // a strong reference, or nullptr
+  std::vector<PyObject*> defaults_;      // strong references, for the parameters after required_
+  std::vector<Option> options_;          // the call options, in declaration order
+  std::vector<PyObject*> option_names_;  // interned str of each option, for keyword lookups
   CallMemo memo_;
   std::set<PyObject*> held_types_;  // scalar types the memo's words name, kept alive
 };

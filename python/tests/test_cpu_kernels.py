@@ -598,8 +598,10 @@ class LaunchErrorTest(unittest.TestCase):
         kernel = Planned()
         with self.assertRaisesRegex(zerojit.InvalidArgument, r"takes 2 arguments \(n, x\), got 1"):
             kernel(self.host)
-        with self.assertRaisesRegex(TypeError, "no keyword 'x'"):
+        # A keyword that is neither stream= nor a call option: InvalidArgument naming it.
+        with self.assertRaisesRegex(zerojit.InvalidArgument, "'x'.*no keyword") as caught:
             kernel(4, x=self.host)
+        self.assertEqual(caught.exception.argument, "x")
 
     def test_unsigned_params_take_any_integer_type(self):
         # Before: a u32 / u64 parameter took only a Python int (numpy.uint32(5) was refused as

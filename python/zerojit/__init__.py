@@ -45,6 +45,7 @@ from zerojit.runtime.warmup import (
     config,
     default_config,
     kernel_manifest,
+    key_of,
     manifest,
     register,
     registrations,
@@ -56,6 +57,7 @@ from zerojit.languages.cuda.owner import DType, Geometry, Kernel, Launch, Progra
 from zerojit.languages.triton.owner import SUPPORTED_TRITON, TritonKernel, TritonProgram
 from zerojit.languages.cutedsl.owner import CuteKernel, CuteProgram, CuteTensor
 from zerojit.spaces import Space, next_power_of_two
+from zerojit.tool.battery import register_battery
 from zerojit.pytorch.kernels import torch_op
 from zerojit.dsv4 import (
     compress_norm_rope_store,
@@ -163,8 +165,10 @@ __all__ = [
     "clear_registrations",
     "hooks",
     "kernel_manifest",
+    "key_of",
     "next_power_of_two",
     "register",
+    "register_battery",
     "registrations",
     "torch_op",
     "warmup_kernels",

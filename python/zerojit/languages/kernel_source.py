@@ -19,7 +19,7 @@ import sys
 
 from zerojit.runtime.errors import InvalidArgument
 
-__all__ = ["FunctionSource", "locate", "read"]
+__all__ = ["Default", "FunctionSource", "locate", "read"]
 
 # Names from these packages are not followed: the compiler version covers them.
 _OPAQUE = (
@@ -42,14 +42,20 @@ class FunctionSource:
     """What the identity and the call path need of a kernel function: its module, its
     qualified name, the module file (for compile workers when the module is ``__main__``), its
     parameters as ``(name, kind)`` (kind "runtime", "constexpr" for ``tl.constexpr`` /
-    ``cutlass.Constexpr``, "stream" for a ``cuda.CUstream``) and the identity text."""
+    ``cutlass.Constexpr``, "stream" for a ``cuda.CUstream``) and the identity text.
 
-    def __init__(self, module, qualname, file, params, text):
+    ``annotations``: each annotated parameter's annotation as source text (``"tl.int32"``,
+    ``"'*fp32'"``); ``defaults``: each parameter with a default -> ``Default``. Both are read
+    from the source, as the rest, so that a process without the compiler has them too."""
+
+    def __init__(self, module, qualname, file, params, text, annotations=None, defaults=None):
         self.module = module
         self.qualname = qualname
         self.file = file
         self.params = params
         self.text = text
+        self.annotations = dict(annotations or {})
+        self.defaults = dict(defaults or {})
 
     @property
     def runtime_params(self):
@@ -62,6 +68,20 @@ class FunctionSource:
     @property
     def stream_params(self):
         return tuple(name for name, kind in self.params if kind == "stream")
+
+
+class Default:
+    """A parameter's default as the source writes it: ``readable`` when its value is known
+    without importing the module (a literal, ``tl.constexpr(<literal>)``, or a module-level
+    name bound to one of those), ``text`` as written."""
+
+    def __init__(self, readable, value, text):
+        self.readable = readable
+        self.value = value
+        self.text = text
+
+    def __repr__(self):
+        return f"Default({self.text})"
 
 
 def locate(fn, kernel):
@@ -114,14 +134,68 @@ def read(module, qualname, kernel):
             kernel,
             "fn",
         )
-    params = tuple((arg.arg, _parameter_kind(arg.annotation)) for arg in _arguments(found))
+    arguments = _arguments(found)
+    params = tuple((arg.arg, _parameter_kind(arg.annotation)) for arg in arguments)
+    annotations = {
+        arg.arg: ast.unparse(arg.annotation) for arg in arguments if arg.annotation is not None
+    }
     text = _Collector(kernel).collect(module, file, tree, qualname)
-    return FunctionSource(module, qualname, file, params, text)
+    defaults = {
+        name: _default(node, _top_level(tree)) for name, node in _default_nodes(found).items()
+    }
+    return FunctionSource(module, qualname, file, params, text, annotations, defaults)
 
 
 def _arguments(function):
     args = function.args
     return [*args.posonlyargs, *args.args, *args.kwonlyargs]
+
+
+def _default_nodes(function):
+    """Parameter name -> the expression of its default."""
+    args = function.args
+    positional = [*args.posonlyargs, *args.args]
+    out = dict(
+        zip([a.arg for a in positional[len(positional) - len(args.defaults) :]], args.defaults)
+    )
+    for arg, node in zip(args.kwonlyargs, args.kw_defaults):
+        if node is not None:
+            out[arg.arg] = node
+    return out
+
+
+def _default(node, names, depth=0):
+    """A default's value where the source alone tells it (Default)."""
+    text = ast.unparse(node)
+    try:
+        return Default(True, ast.literal_eval(node), text)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        pass
+    inner = None
+    if (
+        isinstance(node, ast.Call)
+        and _last_name(node.func) == "constexpr"
+        and len(node.args) == 1
+        and not node.keywords
+    ):
+        inner = node.args[0]  # tl.constexpr(64)
+    elif isinstance(node, ast.Name) and depth < 4:
+        bound = names.get(node.id)
+        if isinstance(bound, ast.Assign) and [type(t) for t in bound.targets] == [ast.Name]:
+            inner = bound.value
+        elif isinstance(bound, ast.AnnAssign) and bound.value is not None:
+            inner = bound.value
+    if inner is not None:
+        found = _default(inner, names, depth + 1)
+        if found.readable:
+            return Default(True, found.value, text)
+    return Default(False, None, text)
+
+
+def _last_name(node):
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return node.id if isinstance(node, ast.Name) else None
 
 
 def _parameter_kind(annotation):

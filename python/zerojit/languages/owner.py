@@ -114,6 +114,46 @@ class KernelOwner:
         self._keys[slot] = key
         return slot
 
+    def key_of(self, entry):
+        """The Key a manifest names: ``entry`` is an entry of ``zerojit.kernel_manifest()`` or
+        of the tool's ``keys --json`` (``{"kernel", "key", ...}``), or its ``"key"`` dict of
+        field -> value (a DType field as its name, ``"bf16"``). The inverse of the manifest:
+        ``kernel.program(kernel.key_of(entry))`` is the program warmup compiles for it."""
+        name = self.name
+        fields = entry
+        if isinstance(entry, dict) and "key" in entry and isinstance(entry["key"], dict):
+            if entry.get("kernel", name) != name:
+                raise InvalidArgument(
+                    f"kernel {name}: the manifest entry is kernel {entry['kernel']}'s",
+                    name,
+                    "kernel",
+                )
+            fields = entry["key"]
+        if not isinstance(fields, dict):
+            raise InvalidArgument(
+                f"kernel {name}: key_of() takes a manifest entry or its key's dict of fields, "
+                f"got {type(entry).__name__}",
+                name,
+                "key",
+            )
+        declared = [field for field, _ in self._fields]
+        for field in fields:
+            if field not in declared:
+                raise InvalidArgument(
+                    f"kernel {name}: the key has no field '{field}' ({', '.join(declared)})",
+                    name,
+                    str(field),
+                )
+        values = {}
+        for field, kind in self._fields:
+            if field not in fields:
+                raise InvalidArgument(
+                    f"kernel {name}: the manifest's key gives no field '{field}'", name, field
+                )
+            value = _field_value(name, field, kind, fields[field])
+            values[field] = DType(value) if kind == "dtype" else value
+        return self.Key(**values)
+
     def key_text(self, key):
         """The key as the core prints it: ``"dtype=f32, vector_width=4"``."""
         return self._core.slot_text(self.slot(key))

@@ -19,6 +19,7 @@ __all__ = [
     "registrations",
     "clear_registrations",
     "kernel_manifest",
+    "key_of",
     "warmup_kernels",
 ]
 
@@ -103,10 +104,27 @@ def _key_json(key):
     return json.dumps(_key_fields(key))
 
 
+def key_of(entry):
+    """The Key object of a manifest entry (of ``kernel_manifest()`` or the tool's ``keys
+    --json``), by its kernel's owner in this process: ``program()``, ``identity()`` and
+    ``compile()`` take it. The entry's ``"key"`` is JSON (a DType field is its name)."""
+    from zerojit.languages.owner import KernelOwner
+
+    name = entry.get("kernel") if isinstance(entry, dict) else None
+    owner = KernelOwner.named(name) if isinstance(name, str) else None
+    if owner is None:
+        raise ValueError(
+            f"no Python kernel named {name!r} is defined in this process (import the module "
+            "that defines it; key_of takes a manifest entry: {'kernel', 'key', ...})"
+        )
+    return owner.key_of(entry)
+
+
 def kernel_manifest(kernels=None):
     """The keys warmup compiles for the registered Python kernels (all, or those in
     ``kernels``): ``{"entries": [{"kernel", "key", "text"}], "dead_axes": [{"kernel", "tag",
-    "axis"}]}``. Compiles nothing."""
+    "axis"}]}``. Compiles nothing. An entry's ``"key"`` is its fields as JSON (so the manifest
+    prints and serializes); ``zerojit.key_of(entry)`` gives the Key object back."""
     entries, dead = _core.dynamic_manifest(_expanded(kernels))
     return {
         "entries": [

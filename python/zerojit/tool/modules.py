@@ -1,7 +1,9 @@
-"""``python -m zerojit <command> --module M ...``: the zerojit tool over the kernels that Python
-modules define and register (``zerojit.register``), Triton and CUDA C++ alike: ``warmup``
-(also ``--compile-only`` for a named ``--arch``, into a ``--cache-dir`` pack), ``keys`` and
-``cache``, with the tool's options, exit codes and ``--json`` (docs/TOOL.md)."""
+"""``python -m zerojit <command> ...``: the zerojit tool in this interpreter (python/src/cli.cpp),
+over zerojit's own families and, with ``--module M``, the kernels that Python modules define and
+register (``zerojit.register``), Triton, CuTeDSL and CUDA C++ alike: ``warmup`` (also
+``--compile-only`` for a named ``--arch``, into a ``--cache-dir`` pack), ``keys``, ``run`` (the
+battery a module registers: zerojit.tool.battery) and ``cache``, with the tool's options, exit
+codes and ``--json`` (docs/TOOL.md)."""
 
 import importlib
 import sys
@@ -30,13 +32,16 @@ def configure(modules):
     return _warmup._expanded(None), description
 
 
-def run(argv):
+def run(argv, program="python -m zerojit"):
     """Runs the tool over ``argv`` (without the program name); returns its exit code."""
     if not hasattr(_core, "run_cli"):
-        sys.stderr.write("python -m zerojit: this build of the module has no tool library\n")
+        sys.stderr.write(
+            "python -m zerojit: this build of the module has no tool library (it was built "
+            "with -DZEROJIT_BUILD_CLI=OFF); set ZEROJIT_TOOL to a zerojit tool binary\n"
+        )
         return 5
     try:
-        return _core.run_cli(["python -m zerojit", *argv])
+        return _core.run_cli([program, *argv])
     finally:
         from zerojit.languages import workers as _workers
 

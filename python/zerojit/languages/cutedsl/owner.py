@@ -116,6 +116,7 @@ class CuteKernel(FunctionKernel):
                 name,
                 "fn",
             )
+        self._read_options()
         self._dispatch_names = self._call_names(self.dispatch, "dispatch")
         self._make_launcher(set(self._dispatch_names))
         install_compiler()
@@ -125,8 +126,8 @@ class CuteKernel(FunctionKernel):
     # exported entry's arguments and runs it; returns None. In C, the call path of every
     # Python-defined kernel (python/src/kernel_call.cpp).
 
-    def _resolve(self, args):
-        seen = self._seen(args)
+    def _resolve(self, args, options=None):
+        seen = self._seen(args, options)
         return self.slot(self.dispatch(**{n: seen[n] for n in self._dispatch_names})), None
 
     def _specialize(self, key_text, program):
