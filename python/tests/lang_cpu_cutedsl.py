@@ -274,7 +274,7 @@ class Checks(unittest.TestCase):
             add, lambda: add(a, b, fake((1024,), offset=4), 2.0), "mC", ["16-byte aligned"]
         )
         odd = (fake((1022,)), fake((1022,)), fake((1022,)))
-        self.refused_call(add, lambda: add(*odd, 2.0), "mA", ["multiples of 4"])
+        self.refused_call(add, lambda: add(*odd, 2.0), "mA", ["multiple of 4"])
         x = fake((8, 64), (KDL_BFLOAT, 16, 1))
         self.refused_call(rows, lambda: rows(x, fake((8, 2))), "mOut", ["dimensions"])
         self.refused_call(rows, lambda: rows(x, fake((8,), (KDL_BFLOAT, 16, 1))), "mOut", ["bf16"])

@@ -54,7 +54,7 @@ from zerojit.runtime.warmup import (
 from zerojit import hooks
 from zerojit.languages.cuda.owner import DType, Geometry, Kernel, Launch, Program, TensorDesc
 from zerojit.languages.triton.owner import SUPPORTED_TRITON, TritonKernel, TritonProgram
-from zerojit.languages.cutedsl.owner import CuteKernel, CuteProgram, CuteTensor
+from zerojit.languages.cutedsl.owner import CuteKernel, CuteProgram, CuteSym, CuteTensor
 from zerojit.spaces import Space, next_power_of_two
 from zerojit.pytorch.kernels import torch_op
 from zerojit.dsv4 import (
@@ -158,6 +158,7 @@ __all__ = [
     "TritonProgram",
     "CuteKernel",
     "CuteProgram",
+    "CuteSym",
     "CuteTensor",
     "cache",
     "clear_registrations",

@@ -42,14 +42,16 @@ class FunctionSource:
     """What the identity and the call path need of a kernel function: its module, its
     qualified name, the module file (for compile workers when the module is ``__main__``), its
     parameters as ``(name, kind)`` (kind "runtime", "constexpr" for ``tl.constexpr`` /
-    ``cutlass.Constexpr``, "stream" for a ``cuda.CUstream``) and the identity text."""
+    ``cutlass.Constexpr``, "stream" for a ``cuda.CUstream``; a method's ``self`` left out), the
+    identity text, and for a method (``Class.method``) its name, else None."""
 
-    def __init__(self, module, qualname, file, params, text):
+    def __init__(self, module, qualname, file, params, text, method=None):
         self.module = module
         self.qualname = qualname
         self.file = file
         self.params = params
         self.text = text
+        self.method = method
 
     @property
     def runtime_params(self):
@@ -88,12 +90,17 @@ def locate(fn, kernel):
     return module, qualname
 
 
-def read(module, qualname, kernel):
-    """The FunctionSource of ``module:qualname``, from the module's file."""
-    if "." in qualname or "<" in qualname:
+def read(module, qualname, kernel, methods=False):
+    """The FunctionSource of ``module:qualname``, from the module's file. With ``methods``, the
+    qualname may also be ``Class.method``, an instance method of a top-level class: its
+    parameters are the method's but ``self``, and its identity is the whole class (its
+    constructor and every method configure what the entry traces)."""
+    owner, dot, method = qualname.partition(".")
+    if "<" in qualname or (dot and (not methods or "." in method)):
         raise InvalidArgument(
             f"kernel {kernel}: the function {module}:{qualname} must be defined at the "
-            "top level of its module (compile workers import it by name)",
+            "top level of its module (compile workers import it by name)"
+            + ("; or be a method of a top-level class, 'module:Class.method'" if methods else ""),
             kernel,
             "fn",
         )
@@ -106,17 +113,29 @@ def read(module, qualname, kernel):
             "fn",
         )
     tree = _parse(file, kernel)
-    found = _top_level(tree).get(qualname)
+    found = _top_level(tree).get(owner)
+    if dot and isinstance(found, ast.ClassDef):
+        found = next(
+            (
+                node
+                for node in found.body
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == method
+            ),
+            None,
+        )
+        what = f"class '{owner}' with a method '{method}'"
+    else:
+        what = f"function '{qualname}'"
     if not isinstance(found, (ast.FunctionDef, ast.AsyncFunctionDef)):
         raise InvalidArgument(
-            f"kernel {kernel}: module '{module}' ({file}) defines no top-level function "
-            f"'{qualname}'",
+            f"kernel {kernel}: module '{module}' ({file}) defines no top-level {what}",
             kernel,
             "fn",
         )
-    params = tuple((arg.arg, _parameter_kind(arg.annotation)) for arg in _arguments(found))
-    text = _Collector(kernel).collect(module, file, tree, qualname)
-    return FunctionSource(module, qualname, file, params, text)
+    arguments = _arguments(found)[1 if dot else 0 :]  # a method's self is its object
+    params = tuple((arg.arg, _parameter_kind(arg.annotation)) for arg in arguments)
+    text = _Collector(kernel).collect(module, file, tree, owner)
+    return FunctionSource(module, qualname, file, params, text, method if dot else None)
 
 
 def _arguments(function):
