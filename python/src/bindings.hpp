@@ -17,8 +17,8 @@ namespace zerojit::python {
 
 struct DynamicRegistration;
 
-// Maps zerojit's C++ exceptions onto the Python classes of zerojit.runtime.errors (InvalidArgument is
-// a ValueError, RuntimeJitError a zerojit.Error, ...), carrying their fields as attributes.
+// Maps zerojit's C++ exceptions onto the Python classes of zerojit.runtime.errors (InvalidArgument
+// is a ValueError, RuntimeJitError a zerojit.Error, ...), carrying their fields as attributes.
 void register_errors(pybind11::module_& module);
 
 // The DSv4 kernels' CPU references on host tensors (zerojit._core.reference).

@@ -42,7 +42,8 @@ tool::FamilyConfiguration configure_python_family(const tool::OptionValues& valu
   {
     py::gil_scoped_acquire gil;
     try {
-      const py::tuple configured = py::module_::import("zerojit.tool.modules").attr("configure")(modules);
+      const py::tuple configured =
+          py::module_::import("zerojit.tool.modules").attr("configure")(modules);
       registrations = dynamic_registrations(configured[0]);
       description = configured[1].cast<std::string>();
     } catch (py::error_already_set& error) {

@@ -33,19 +33,14 @@ class PagedGather(CuteKernel):
         return GatherKey(mOut.dtype, mCache.shape[1], mGatherLens is not None)
 
     def program(self, key):
-        reqs, lens = (
-            CuteSym("num_reqs"),
-            CuteTensor(DType.i32, (CuteSym("num_reqs"),), assumed_align=4),
-        )
-        page = CuteSym(divisibility=32)  # the page stride in bytes: pages are padded
+        reqs = CuteSym("num_reqs")  # one extent of mOut, mBlockTable, mSeqLens, mGatherLens
+        lens = CuteTensor(DType.i32, (reqs,), assumed_align=4)
+        pages = (CuteSym(divisibility=32), ROW_BYTES, 1)  # a padded page: a dynamic stride
         return CuteProgram(
             {
                 "mOut": CuteTensor.strided(key.dtype, (reqs, None, HEAD_DIM), divisibility=8),
                 "mCache": CuteTensor(
-                    DType.u8,
-                    (None, key.block_size, ROW_BYTES),
-                    stride=(page, ROW_BYTES, 1),
-                    assumed_align=32,
+                    DType.u8, (None, key.block_size, ROW_BYTES), stride=pages, assumed_align=32
                 ),
                 "mBlockTable": CuteTensor.strided(DType.i32, (reqs, None)),
                 "mSeqLens": lens,
@@ -92,12 +87,11 @@ class IndexerLogits(CuteKernel):
         tokens, fp8 = CuteSym("num_tokens"), key.quant == "fp8"
         rows = CuteTensor(DType.f32, (tokens, key.heads))
         q_dtype = DType.e4m3 if fp8 else DType.u8
+        scales = None if fp8 else CuteTensor(DType.u8, (tokens, key.heads), assumed_align=1)
         return CuteProgram(
             {
                 "mQ": CuteTensor.strided(q_dtype, (tokens, key.heads, 128), divisibility=16),
-                "mQScale": None
-                if fp8
-                else CuteTensor(DType.u8, (tokens, key.heads), assumed_align=1),
+                "mQScale": scales,
                 "mK": CuteTensor(DType.f32, (tokens, 128)),
                 "mWeights": rows,
                 "mLogits": rows,

@@ -85,6 +85,39 @@ class Warmup(unittest.TestCase):
             self.assertFalse(warm["compiler_imported"])
 
 
+# Every key compiled by warmup's workers (no in-process JIT engine; the zygote made one) and by
+# cute.compile in this process (with its engine, as an engine calls it), then exported: the
+# objects must be the same bytes.
+SAME_OBJECTS = """
+import glob, os, tempfile
+os.environ["CUTE_DSL_ARCH"] = "sm_90a"
+import cutlass, cutlass.cute as cute
+from cutlass.cute import runtime
+from zerojit.languages import compile_worker
+from zerojit.languages.cutedsl import compile as cute_compile
+cache, out = tempfile.mkdtemp(), tempfile.mkdtemp()
+owners.register_all()
+zerojit.warmup_kernels(cache_dir=cache, compile_only=True, arch="sm_90a", jobs=2)
+stored = [open(f, "rb").read() for f in glob.glob(os.path.join(cache, "entries", "*"))]
+same = []
+for cls in owners.KERNELS:
+    kernel = cls()
+    for key in kernel.expand().keys:
+        text = ", ".join(f"{f}={getattr(key, f)}" for f, _ in kernel._fields)
+        request, _ = zerojit.cute_kernels._specialize(kernel.name, text, kernel._source,
+                                                      kernel.program(key))
+        request = dict(json.loads(request), module=kernel._source.module,
+                       qualname=kernel._source.qualname)
+        fn = cute_compile._entry(request, compile_worker.Worker, cutlass)
+        fakes = cute_compile._cute_fakes(request, cutlass, cute, runtime)
+        compiled = cute.compile(fn, *fakes, options="--gpu-arch sm_90a")
+        compiled.export_to_c(out, "entry", function_prefix=request["prefix"])
+        image = open(os.path.join(out, "entry.o"), "rb").read()
+        same.append(any(image in entry for entry in stored))
+print(json.dumps(same))
+"""
+
+
 # The identity of PagedGather's key in a fresh process, its program's init given as the owner
 # writes it (a zerojit DType) or as the DSL's own type (what an engine's code holds).
 IDENTITY = """
@@ -99,6 +132,12 @@ if SPELLING == "dsl":
     kernel.program = program
 print(json.dumps(kernel._core.identity(kernel.slot(key), "sm_90a")))
 """
+
+
+@NEEDS_DSL
+class Objects(unittest.TestCase):
+    def test_the_workers_objects_are_the_processs_byte_for_byte(self):
+        self.assertEqual(lang_support.run_python("cute_engine_owners", SAME_OBJECTS), [True] * KEYS)
 
 
 @NEEDS_DSL

@@ -283,7 +283,12 @@ _limit = [max(1, os.cpu_count() or 1)]
 
 def _pool(language, env):
     # What a zygote that cannot import the compiler says: its name, and how to install it.
-    env = dict(env, ZEROJIT_WORKER_COMPILER=json.dumps([language.compiler, language.install]))
+    env = dict(
+        env,
+        ZEROJIT_WORKER_COMPILER=json.dumps([language.compiler, language.install]),
+        # Its compile module, whose prepare() (where it has one) the zygote runs before forking.
+        ZEROJIT_WORKER_PREPARE=language.compile_file or "",
+    )
     key = (tuple(language.preload), tuple(sorted(env.items())))
     with _pools_lock:
         pool = _pools.get(key)

@@ -37,6 +37,7 @@ def register(kernel, space=None, tag="default"):
     if space is None and kernel.warmup_space() is None:
         raise ValueError(f"kernel {kernel.name}: no space given and no warmup_space() defined")
     _registrations.append((kernel, str(tag), space))
+    kernel._registered()
 
 
 def registrations():

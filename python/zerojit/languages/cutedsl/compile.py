@@ -160,13 +160,30 @@ def _entry(request, worker, cutlass):
 _engine_made = [False]  # whether this process has made a JIT engine (see _compile)
 
 
+def prepare():
+    """Run once by the workers' zygote after the DSL's import, before it forks workers: one
+    trivial host-only compile, which makes the JIT engine whose native-target setup every
+    export needs, so that each worker compiles without one from its first key (see _compile).
+    Leaves no thread behind (checked on nvidia-cutlass-dsl 4.8.1), so the forks stay safe."""
+    import cutlass
+    import cutlass.cute as cute
+
+    @cute.jit
+    def zerojit_prepare(value: cutlass.Int32):
+        pass
+
+    cute.compile(zerojit_prepare, cutlass.Int32(0))
+    _engine_made[0] = True
+
+
 def _compile(cute, fn, fakes, options):
     """cute.compile, without the in-process JIT engine once the process has made one: the
     engine only serves a call in this process and is about half of a small kernel's compile,
     and the export (a separate object) is the same byte for byte (checked on
-    nvidia-cutlass-dsl 4.8.1). The first compile makes one all the same: the export's object
-    writer needs the native target the engine initializes ("Failed to dump object file with
-    PIC relocation" otherwise). A DSL that does not take the option compiles with the engine."""
+    nvidia-cutlass-dsl 4.8.1). A process must have made one engine first: the export's object
+    writer needs the native target the engine sets up ("Failed to dump object file with PIC
+    relocation" otherwise); prepare() made it in the zygote, else the first compile makes it. A
+    DSL that does not take the option compiles with the engine."""
     if _engine_made[0]:
         try:
             return cute.compile(fn, *fakes, options=options, no_jit_engine=True)

@@ -29,6 +29,7 @@ import importlib.util
 import json
 import os
 import re
+import sys
 import threading
 
 from zerojit import _core, languages
@@ -77,6 +78,17 @@ class CuteKernel(FunctionKernel):
 
     def _prestart_compiler(self, arch):
         prestart(arch)
+
+    def _registered(self):
+        # A process that has imported the DSL (an engine whose kernel modules import it) and
+        # has a GPU starts the workers' interpreter for device 0 now, so that its DSL import
+        # overlaps the model's construction instead of preceding warmup's first compile. A
+        # process that never imports the DSL (every fn a string) starts it only at warmup.
+        if "cutlass" in sys.modules and _core.device_count() > 0:
+            try:
+                prestart(_core.device_arch(0))
+            except Exception:  # only a hint; warmup says what is wrong with the device
+                pass
 
 
 def _specialize(kernel, key_text, source, program):
