@@ -171,6 +171,46 @@ class Identity(unittest.TestCase):
         self.assertEqual(json.loads(request)["arguments"]["mGatherLens"], {"kind": "none"})
 
 
+def header_of(request, wide=(), args_more=0):
+    """The structs and argument list an export of `request` declares (as c_header_arguments
+    gives them), with the tensors in `wide` declaring 64-bit extents instead."""
+    parts, count = [], 1
+    for name, spec in request["arguments"].items():
+        count += spec["kind"] != "none"
+        if spec["kind"] != "tensor":
+            continue
+        shapes = sum(1 for extent in spec["shape"] if extent < 0)
+        width = 64 if name in wide else 8 * spec["shape_bytes"]
+        fields = f"int{width}_t dynamic_shapes[{shapes}];" if shapes else ""
+        if spec["dynamic_strides"]:
+            fields += f" int64_t dynamic_strides[{len(spec['dynamic_strides'])}];"
+        parts.append(f"typedef struct {{ void *data; {fields} }} dummy_Tensor_{name}_t;")
+    count += sum(1 for _, kind in request["params"] if kind == "stream")
+    return "\n".join(parts + [f"void *args[{count + args_more}]"])
+
+
+class HeaderCheck(unittest.TestCase):
+    """The worker's check of every export against the layout the packer fills (no DSL needed):
+    an export that differs is a compile error, never a wrong call."""
+
+    def test_an_export_that_differs_is_refused(self):
+        from zerojit.languages.cutedsl import compile as cute_compile
+
+        class Refused(Exception):
+            pass
+
+        kernel = owners.PagedGather()
+        for has_lens in (False, True):
+            program = kernel.program(owners.GatherKey(DType.bf16, 2, has_lens))
+            request, _ = zerojit.cute_kernels._specialize(kernel.name, "k", kernel._source, program)
+            request = json.loads(request)
+            cute_compile._check_header(header_of(request), request, Refused)
+            with self.assertRaisesRegex(Refused, "struct of 'mCache'"):
+                cute_compile._check_header(header_of(request, wide=("mCache",)), request, Refused)
+            with self.assertRaisesRegex(Refused, "arguments where zerojit passes"):
+                cute_compile._check_header(header_of(request, args_more=1), request, Refused)
+
+
 @NEEDS_DSL
 class ProgramChecks(unittest.TestCase):
     """A program's mistakes are named before anything compiles: kernel, key and argument."""

@@ -139,6 +139,31 @@ def _check_header(header, request, error):
         )
 
 
+def _export(compiled, prefix):
+    """(the exported object, the header text the layout is checked against). export_to_c writes
+    the object dump_to_object(prefix) returns and a header whose structs and argument list come
+    from the compiled function's c_header_arguments (under a placeholder prefix): taken from
+    there directly, the object is the same bytes, and the export's second copy of the module
+    and its files (about a fifth of an export) are saved. A DSL without them exports to files."""
+    declared = getattr(compiled, "c_header_arguments", None)
+    if (
+        declared
+        and isinstance(getattr(declared, "declarations", None), list)
+        and isinstance(getattr(declared, "packed_args", None), list)
+        and callable(getattr(compiled, "dump_to_object", None))
+    ):
+        count = len(declared.packed_args) + 1  # and the return code
+        return compiled.dump_to_object(prefix), "\n".join(
+            declared.declarations + [f"void *args[{count}]"]
+        )
+    with tempfile.TemporaryDirectory() as folder:
+        compiled.export_to_c(folder, "entry", function_prefix=prefix)
+        with open(os.path.join(folder, "entry.o"), "rb") as handle:
+            image = handle.read()
+        with open(os.path.join(folder, "entry.h"), encoding="utf-8") as handle:
+            return image, handle.read()
+
+
 def _entry(request, worker, cutlass):
     """The @cute.jit entry: a function, or a method of an object built as the program says."""
     qualname = request["qualname"]
@@ -222,13 +247,8 @@ def compile(request, worker):
     start = time.perf_counter()
     compiled = _compile(cute, fn, fakes, options)
     seconds = time.perf_counter() - start
-    prefix = request["prefix"]
-    with tempfile.TemporaryDirectory() as folder:
-        compiled.export_to_c(folder, "entry", function_prefix=prefix)
-        with open(os.path.join(folder, "entry.o"), "rb") as handle:
-            image = handle.read()
-        with open(os.path.join(folder, "entry.h"), encoding="utf-8") as handle:
-            header = handle.read()
+    image, header = _export(compiled, request["prefix"])
     _check_header(header, request, RequestError)
+    prefix = request["prefix"]
     record = {"prefix": prefix, "dsl_version": version, "abi": "cute-dsl-export-c-1"}
     return {"image": image, "entry": prefix, "record": record, "seconds": seconds, "log": ""}
