@@ -287,6 +287,11 @@ void bind_runtime(py::module_& module) {
   module.def("driver_available", [] { return cuda::driver_available(); });
   module.def("driver_unavailable_reason", [] { return cuda::driver_unavailable_reason(); });
   module.def("device_count", [] { return cuda::device_count(); });
+  // The target a warmup compiles for on a device (what the registry picks): "sm_90a".
+  module.def("device_arch", [](int ordinal) {
+    const cuda::DeviceInfo info = cuda::device_info(ordinal);
+    return cuda::target_arch_for(info.compute_major, info.compute_minor);
+  });
   module.def("nvrtc_available", [] { return nvrtc_available(); });
   module.def("nvrtc_unavailable_reason", [] { return nvrtc_unavailable_reason(); });
 }

@@ -51,8 +51,12 @@ def main():
             from cutlass.cute import runtime
 
             source = kernel._source
-            fn = compile_worker.kernel_function(
-                {"module": source.module, "qualname": source.qualname, "file": source.file}
+            # The entry as the compile worker builds it (a function, or a configured object's
+            # method).
+            fn = cute_compile._entry(
+                dict(message, module=source.module, qualname=source.qualname, file=source.file),
+                compile_worker.Worker,
+                cutlass,
             )
             fakes = cute_compile._cute_fakes(message, cutlass, cute, runtime)
             compiled = cute.compile(fn, *fakes, options=f"--gpu-arch {arch}")

@@ -71,7 +71,8 @@ def capsule_name(capsule):
 
 
 class FakeTensor:
-    """A C-contiguous tensor over a ctypes buffer, exported through DLPack.
+    """A tensor over a ctypes buffer, exported through DLPack: C-contiguous, or with the strides
+    given (in elements, non-negative; the buffer covers them).
 
     dtype: (code, bits, lanes); device: (device_type, device_id); version: (major, minor) of the
     versioned protocol, or None for a producer that only knows the legacy one (its __dlpack__
@@ -79,9 +80,16 @@ class FakeTensor:
     """
 
     def __init__(
-        self, shape, dtype=(KDL_FLOAT, 32, 1), device=(KDL_CPU, 0), version=(1, 0), read_only=False
+        self,
+        shape,
+        dtype=(KDL_FLOAT, 32, 1),
+        device=(KDL_CPU, 0),
+        version=(1, 0),
+        read_only=False,
+        strides=None,
     ):
         self.shape = tuple(shape)
+        self.strides = None if strides is None else tuple(strides)
         self.dtype = dtype
         self.device = device
         self.version = version
@@ -89,6 +97,8 @@ class FakeTensor:
         count = 1
         for extent in self.shape:
             count *= extent
+        if self.strides is not None and count:
+            count = 1 + sum((e - 1) * s for e, s in zip(self.shape, self.strides))
         item_bytes = max(1, dtype[1] * dtype[2] // 8)
         # 256-byte aligned storage, as a CUDA allocation would be.
         self._storage = (ctypes.c_uint8 * (count * item_bytes + 256))()
@@ -109,7 +119,7 @@ class FakeTensor:
     def _tensor(self):
         shape = (ctypes.c_int64 * max(1, len(self.shape)))(*self.shape)
         self._keep.append(shape)
-        return DLTensor(
+        tensor = DLTensor(
             data=self.data,
             device=DLDevice(*self.device),
             ndim=len(self.shape),
@@ -118,6 +128,11 @@ class FakeTensor:
             strides=None,
             byte_offset=0,
         )
+        if self.strides is not None:
+            strides = (ctypes.c_int64 * max(1, len(self.strides)))(*self.strides)
+            self._keep.append(strides)
+            tensor.strides = strides
+        return tensor
 
     def _export(self, stream, max_version):
         self.requests.append((stream, max_version))

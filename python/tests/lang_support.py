@@ -51,6 +51,23 @@ print(json.dumps({"totals": report["totals"], "compiles": compiled, "keys": repo
 """
 
 
+def manifest_keys(register_all):
+    """This process's manifest after ``register_all()``: its keys by kernel, and the manifest
+    (the registrations cleared before and after)."""
+    import zerojit  # here only: the rest of this module runs zerojit in subprocesses
+
+    zerojit.clear_registrations()
+    register_all()
+    try:
+        manifest = zerojit.kernel_manifest()
+    finally:
+        zerojit.clear_registrations()
+    by_kernel = {}
+    for entry in manifest["entries"]:
+        by_kernel.setdefault(entry["kernel"], []).append(entry["key"])
+    return by_kernel, manifest
+
+
 def warmup_code(compiler, cache, arch, jobs=2, prelude=""):
     """A compile-only warmup of every kernel of `owners` into `cache`, for run_python."""
     return (

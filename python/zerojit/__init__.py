@@ -55,7 +55,7 @@ from zerojit.runtime.warmup import (
 from zerojit import hooks
 from zerojit.languages.cuda.owner import DType, Geometry, Kernel, Launch, Program, TensorDesc
 from zerojit.languages.triton.owner import SUPPORTED_TRITON, TritonKernel, TritonProgram
-from zerojit.languages.cutedsl.owner import CuteKernel, CuteProgram, CuteTensor
+from zerojit.languages.cutedsl.owner import CuteKernel, CuteProgram, CuteSym, CuteTensor
 from zerojit.spaces import Space, next_power_of_two
 from zerojit.tool.battery import register_battery
 from zerojit.pytorch.kernels import torch_op
@@ -160,6 +160,7 @@ __all__ = [
     "TritonProgram",
     "CuteKernel",
     "CuteProgram",
+    "CuteSym",
     "CuteTensor",
     "cache",
     "clear_registrations",

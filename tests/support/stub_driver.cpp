@@ -576,12 +576,29 @@ int CuteDSLRT_Module_Get_Function(void** function, void* module, const char* pre
   return kSuccess;
 }
 // The exported entry's arguments: a pointer each, the last one its return code (set to 0).
+// zerojit packs them into one buffer in order, so the event also holds each argument's offset
+// from the first and the bytes from the first to the return code (hex): the tests read the
+// structs the entry would read (the data pointers, dynamic extents and strides).
 int CuteDSLRT_Function_Run(void* function, void** args, std::size_t count) {
   if (count == 0) return kInvalidValue;
   *static_cast<std::int32_t*>(args[count - 1]) = 0;
   if (counted()) return kSuccess;
+  const auto* first = static_cast<const unsigned char*>(args[0]);
+  std::string offsets;
+  bool ascending = true;
+  for (std::size_t i = 0; i < count; ++i) {
+    const auto* at = static_cast<const unsigned char*>(args[i]);
+    ascending = ascending && at >= first && at - first < 4096;
+    if (ascending) offsets += (i ? "," : "") + std::to_string(at - first);
+  }
+  std::string memory;
+  if (ascending) {
+    const auto end = static_cast<const unsigned char*>(args[count - 1]) + sizeof(std::int32_t);
+    memory = ",\"offsets\":[" + offsets + "],\"memory\":\"" +
+             hex(first, static_cast<std::size_t>(end - first)) + "\"";
+  }
   record("host_run", "\"function\":" + quoted(static_cast<Function*>(function)->name) +
-                         ",\"arguments\":" + std::to_string(count));
+                         ",\"arguments\":" + std::to_string(count) + memory);
   return kSuccess;
 }
 const char* CuteDSLRT_GetErrorName(int error) {

@@ -186,6 +186,14 @@ def zygote(fd):
         except Exception as error:
             failure = plain(_preload_failure(name, error)).encode("utf-8", "replace")
             break
+    prepare = os.environ.get("ZEROJIT_WORKER_PREPARE")
+    if failure is None and prepare:
+        # What every worker would do first, done once before the forks (a language's compile
+        # module may define prepare()). Only an optimization: a failure leaves it to the workers.
+        try:
+            getattr(_compiler(prepare), "prepare", lambda: None)()
+        except Exception:
+            traceback.print_exc()
     scratch = os.environ.get("ZEROJIT_WORKER_SCRATCH") or "."
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # workers are reaped by the system
     while True:
@@ -220,7 +228,12 @@ def zygote(fd):
 
 def main(argv):
     if len(argv) == 3 and argv[1] == "zygote":
-        return zygote(int(argv[2]))
+        status = zygote(int(argv[2]))
+        # The parent waits for the zygote at the end of every warmup: an interpreter that has
+        # imported a compiler takes a tenth of a second or more to finalize (CuTeDSL's MLIR),
+        # and the zygote has nothing to flush but its standard error.
+        sys.stderr.flush()
+        os._exit(status)
     sys.stderr.write(
         "zerojit.languages.compile_worker: started by zerojit.languages.workers only\n"
     )

@@ -47,6 +47,7 @@ class FunctionKernel(KernelOwner):
     _language = ""  # the core's name of the language: "triton", "cutedsl"
     _decorator = ""  # how the function is written, for messages: "@triton.jit"
     _program_type = None  # what program() returns: TritonProgram, CuteProgram
+    _methods = False  # whether fn may be a method of a class ("module:Class.method")
 
     def _read_source(self):
         name = self.name
@@ -58,7 +59,7 @@ class FunctionKernel(KernelOwner):
                 "fn",
             )
         module, qualname = _kernel_source.locate(self.fn, name)
-        self._source = _kernel_source.read(module, qualname, name)
+        self._source = _kernel_source.read(module, qualname, name, self._methods)
 
     # --- What the owner writes ----------------------------------------------------------------
     def program(self, key):

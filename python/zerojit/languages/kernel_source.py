@@ -42,13 +42,16 @@ class FunctionSource:
     """What the identity and the call path need of a kernel function: its module, its
     qualified name, the module file (for compile workers when the module is ``__main__``), its
     parameters as ``(name, kind)`` (kind "runtime", "constexpr" for ``tl.constexpr`` /
-    ``cutlass.Constexpr``, "stream" for a ``cuda.CUstream``) and the identity text.
+    ``cutlass.Constexpr``, "stream" for a ``cuda.CUstream``; a method's ``self`` left out), the
+    identity text, and for a method (``Class.method``) its name, else None.
 
     ``annotations``: each annotated parameter's annotation as source text (``"tl.int32"``,
     ``"'*fp32'"``); ``defaults``: each parameter with a default -> ``Default``. Both are read
     from the source, as the rest, so that a process without the compiler has them too."""
 
-    def __init__(self, module, qualname, file, params, text, annotations=None, defaults=None):
+    def __init__(
+        self, module, qualname, file, params, text, annotations=None, defaults=None, method=None
+    ):
         self.module = module
         self.qualname = qualname
         self.file = file
@@ -56,6 +59,7 @@ class FunctionSource:
         self.text = text
         self.annotations = dict(annotations or {})
         self.defaults = dict(defaults or {})
+        self.method = method
 
     @property
     def runtime_params(self):
@@ -108,12 +112,17 @@ def locate(fn, kernel):
     return module, qualname
 
 
-def read(module, qualname, kernel):
-    """The FunctionSource of ``module:qualname``, from the module's file."""
-    if "." in qualname or "<" in qualname:
+def read(module, qualname, kernel, methods=False):
+    """The FunctionSource of ``module:qualname``, from the module's file. With ``methods``, the
+    qualname may also be ``Class.method``, an instance method of a top-level class: its
+    parameters are the method's but ``self``, and its identity is the whole class (its
+    constructor and every method configure what the entry traces)."""
+    owner, dot, method = qualname.partition(".")
+    if "<" in qualname or (dot and (not methods or "." in method)):
         raise InvalidArgument(
             f"kernel {kernel}: the function {module}:{qualname} must be defined at the "
-            "top level of its module (compile workers import it by name)",
+            "top level of its module (compile workers import it by name)"
+            + ("; or be a method of a top-level class, 'module:Class.method'" if methods else ""),
             kernel,
             "fn",
         )
@@ -126,24 +135,37 @@ def read(module, qualname, kernel):
             "fn",
         )
     tree = _parse(file, kernel)
-    found = _top_level(tree).get(qualname)
+    found = _top_level(tree).get(owner)
+    if dot and isinstance(found, ast.ClassDef):
+        found = next(
+            (
+                node
+                for node in found.body
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == method
+            ),
+            None,
+        )
+        what = f"class '{owner}' with a method '{method}'"
+    else:
+        what = f"function '{qualname}'"
     if not isinstance(found, (ast.FunctionDef, ast.AsyncFunctionDef)):
         raise InvalidArgument(
-            f"kernel {kernel}: module '{module}' ({file}) defines no top-level function "
-            f"'{qualname}'",
+            f"kernel {kernel}: module '{module}' ({file}) defines no top-level {what}",
             kernel,
             "fn",
         )
-    arguments = _arguments(found)
+    arguments = _arguments(found)[1 if dot else 0 :]  # a method's self is its object
     params = tuple((arg.arg, _parameter_kind(arg.annotation)) for arg in arguments)
     annotations = {
         arg.arg: ast.unparse(arg.annotation) for arg in arguments if arg.annotation is not None
     }
-    text = _Collector(kernel).collect(module, file, tree, qualname)
+    text = _Collector(kernel).collect(module, file, tree, owner)
     defaults = {
         name: _default(node, _top_level(tree)) for name, node in _default_nodes(found).items()
     }
-    return FunctionSource(module, qualname, file, params, text, annotations, defaults)
+    return FunctionSource(
+        module, qualname, file, params, text, annotations, defaults, method if dot else None
+    )
 
 
 def _arguments(function):

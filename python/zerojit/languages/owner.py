@@ -81,6 +81,14 @@ class KernelOwner:
     def _setup_owner(self):
         """A language's own checks and state, once per class (after the name and Key)."""
 
+    def _registered(self):
+        """zerojit.register took this kernel (warmup comes later, typically after the model is
+        built)."""
+
+    def _prestart_compiler(self, arch):
+        """Warmup is about to compile for `arch`: a language whose compiler takes long to start
+        (a worker interpreter importing it) may start it now."""
+
     def _intern(self, key, fields):
         """Interns `key` (its fields as the core takes them) into the core; returns the slot."""
         raise NotImplementedError

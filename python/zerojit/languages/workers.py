@@ -36,7 +36,7 @@ import time
 from zerojit.runtime import environment as _environment
 from zerojit.runtime.errors import CompileError
 
-__all__ = ["WorkerFailure", "run", "set_limit", "shutdown"]
+__all__ = ["WorkerFailure", "prestart", "run", "set_limit", "shutdown"]
 
 _HEADER = struct.Struct("<Q")
 _PID = struct.Struct("<q")
@@ -105,11 +105,13 @@ class _Zygote:
         theirs.close()
         self.control = ours
         self.lock = threading.Lock()
+        self.used = False  # whether it was asked for a worker (else, a prestart no compile used)
 
     def fork(self):
         """A new worker: (pid, the parent's end of its socket)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         why = None
+        self.used = True
         try:
             with self.lock:
                 socket.send_fds(self.control, [b"f"], [theirs.fileno()])
@@ -147,6 +149,10 @@ class _Zygote:
 
     def stop(self):
         self.control.close()  # the zygote exits at the end of its requests
+        if not self.used:
+            # Prestarted and never used (every key came from the caches): it may still be
+            # importing the compiler, which nothing waits for.
+            self.process.kill()
         try:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -244,6 +250,9 @@ class _Pool:
         if not keep:
             worker.stop()
 
+    def prestart(self):
+        self._zygote_alive()
+
     def run(self, message):
         worker = self._take()
         keep = False
@@ -274,7 +283,12 @@ _limit = [max(1, os.cpu_count() or 1)]
 
 def _pool(language, env):
     # What a zygote that cannot import the compiler says: its name, and how to install it.
-    env = dict(env, ZEROJIT_WORKER_COMPILER=json.dumps([language.compiler, language.install]))
+    env = dict(
+        env,
+        ZEROJIT_WORKER_COMPILER=json.dumps([language.compiler, language.install]),
+        # Its compile module, whose prepare() (where it has one) the zygote runs before forking.
+        ZEROJIT_WORKER_PREPARE=language.compile_file or "",
+    )
     key = (tuple(language.preload), tuple(sorted(env.items())))
     with _pools_lock:
         pool = _pools.get(key)
@@ -289,6 +303,13 @@ def run(message, language, env=None):
     zerojit.languages) with `env` set, and returns its reply (a dict). Raises WorkerFailure
     when the worker dies or overruns the timeout."""
     return _pool(language, env or {}).run(message)
+
+
+def prestart(language, env=None):
+    """Starts the zygote of `language`'s compiler with `env` (as run() would use it) without
+    waiting for its import, so that the import overlaps the caller's work until the first
+    compile. shutdown() stops it, at once if no compile used it."""
+    _pool(language, env or {}).prestart()
 
 
 def set_limit(limit):

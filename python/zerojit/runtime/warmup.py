@@ -38,6 +38,7 @@ def register(kernel, space=None, tag="default"):
     if space is None and kernel.warmup_space() is None:
         raise ValueError(f"kernel {kernel.name}: no space given and no warmup_space() defined")
     _registrations.append((kernel, str(tag), space))
+    kernel._registered()
 
 
 def registrations():
@@ -133,6 +134,26 @@ def kernel_manifest(kernels=None):
         ],
         "dead_axes": [{"kernel": k, "tag": t, "axis": a} for k, t, a in dead],
     }
+
+
+def _prestart(kernels, compile_only, devices, arch):
+    """Starts the compilers' worker interpreters of the kernels to warm (those whose language
+    has one) for the archs warmup will compile for, so that their imports overlap everything
+    warmup does before their first compile. Only a hint: what cannot be known is skipped."""
+    chosen = [k() if isinstance(k, type) else k for k in kernels] if kernels is not True else None
+    owners = [kernel for kernel, _, _ in _registrations if chosen is None or kernel in chosen]
+    if not owners:
+        return
+    archs = {arch}
+    if not compile_only:
+        try:
+            ordinals = list(devices) if devices is not None else range(_core.device_count())
+            archs = {_core.device_arch(int(d)) for d in ordinals} or archs
+        except Exception:  # no driver, no such device: warmup itself will say so
+            return
+    for owner in owners:
+        for target in archs:
+            owner._prestart_compiler(target)
 
 
 def _config_args(model, serving):
@@ -316,6 +337,8 @@ def _run(
     # Triton (Python) compiles run in worker processes, `jobs` at a time; they stop at the end.
     _workers.set_limit(jobs if jobs and jobs > 0 else (os.cpu_count() or 1))
     try:
+        if kernels is not False:
+            _prestart(kernels, compile_only, devices, arch)
         report_json, summary = _core.warmup(
             **config_args,
             devices=list(devices) if devices is not None else [],

@@ -15,18 +15,26 @@ std::size_t align_up(std::size_t value, std::size_t alignment) {
   return (value + alignment - 1) / alignment * alignment;
 }
 
-// One runtime argument of a CuTeDSL entry, as the key's program compiled it.
+// One runtime argument of a CuTeDSL entry, as the key's program compiled it
+// (python/zerojit/languages/cutedsl/program.py writes the spec).
 struct CuteArgument {
-  enum class Kind : std::uint8_t { tensor, scalar, stream };
+  enum class Kind : std::uint8_t { tensor, scalar, stream, none };
   std::string name;
   Kind kind = Kind::tensor;
-  // tensor
+  // tensor: per mode, the extent (-1: dynamic), the divisibility of a dynamic one and the index
+  // of its named symbol (-1: none); the same of the strides when they are explicit (`stride`
+  // empty: compact in `stride_order`, whose order 0 is the innermost mode).
   DType dtype = DType::f32;
-  std::vector<std::int64_t> shape;         // -1: a dynamic extent
-  std::vector<std::int64_t> stride_order;  // as CuTeDSL takes it: order 0 is the innermost mode
-  std::int64_t divisibility = 1;           // of every dynamic extent
-  int shape_bytes = 4;                     // of a dynamic extent in the struct (4 or 8)
-  std::vector<int> dynamic_strides;        // the modes whose stride the struct carries
+  std::vector<std::int64_t> shape;
+  std::vector<std::int64_t> shape_div;
+  std::vector<int> shape_sym;
+  std::vector<std::int64_t> stride;
+  std::vector<std::int64_t> stride_div;
+  std::vector<int> stride_sym;
+  std::vector<std::int64_t> stride_order;
+  std::vector<std::string> symbols;  // the program's named symbols, by index (for messages)
+  int shape_bytes = 4;               // of a dynamic extent in the struct (4 or 8)
+  std::vector<int> dynamic_strides;  // the modes whose stride the struct carries
   int stride_bytes = 8;
   std::int64_t assumed_align = 16;  // bytes, of the data pointer
   std::vector<int> modes_by_order;  // the modes, innermost first (set once, read every call)
@@ -51,8 +59,8 @@ CuteArgument parse_argument(const std::string& kernel, const OrderedJson& spec) 
   CuteArgument argument;
   argument.name = spec.at("name").get<std::string>();
   const auto kind = spec.at("kind").get<std::string>();
-  if (kind == "stream") {
-    argument.kind = CuteArgument::Kind::stream;
+  if (kind == "stream" || kind == "none") {
+    argument.kind = kind == "stream" ? CuteArgument::Kind::stream : CuteArgument::Kind::none;
     return argument;
   }
   if (kind == "scalar") {
@@ -66,19 +74,41 @@ CuteArgument parse_argument(const std::string& kernel, const OrderedJson& spec) 
   }
   const auto dtype = parse_dtype(spec.at("dtype").get<std::string>());
   argument.shape = spec.at("shape").get<std::vector<std::int64_t>>();
+  argument.shape_div = spec.at("shape_div").get<std::vector<std::int64_t>>();
+  argument.shape_sym = spec.at("shape_sym").get<std::vector<int>>();
+  if (!spec.at("stride").is_null())
+    argument.stride = spec.at("stride").get<std::vector<std::int64_t>>();
+  argument.stride_div = spec.at("stride_div").get<std::vector<std::int64_t>>();
+  argument.stride_sym = spec.at("stride_sym").get<std::vector<int>>();
   argument.stride_order = spec.at("stride_order").get<std::vector<std::int64_t>>();
-  argument.divisibility = spec.at("divisibility").get<std::int64_t>();
+  argument.symbols = spec.at("symbols").get<std::vector<std::string>>();
   argument.shape_bytes = spec.at("shape_bytes").get<int>();
   argument.dynamic_strides = spec.at("dynamic_strides").get<std::vector<int>>();
   argument.stride_bytes = spec.at("stride_bytes").get<int>();
   argument.assumed_align = spec.at("assumed_align").get<std::int64_t>();
   const std::size_t modes = argument.shape.size();
-  bool modes_ok = argument.stride_order.size() == modes;
+  const auto symbols = static_cast<int>(argument.symbols.size());
+  bool ok = argument.stride_order.size() == modes && argument.shape_div.size() == modes &&
+            argument.shape_sym.size() == modes && argument.stride_div.size() == modes &&
+            argument.stride_sym.size() == modes &&
+            (argument.stride.empty() || argument.stride.size() == modes);
   for (const int mode : argument.dynamic_strides) {
-    modes_ok = modes_ok && mode >= 0 && static_cast<std::size_t>(mode) < modes;
+    ok = ok && mode >= 0 && static_cast<std::size_t>(mode) < modes;
   }
-  if (kind != "tensor" || !dtype || !modes_ok || modes == 0 ||
-      modes > static_cast<std::size_t>(kMaxTensorDims) || argument.divisibility < 1 ||
+  // The struct's strides are the dynamic ones, in mode order.
+  ok = ok && std::is_sorted(argument.dynamic_strides.begin(), argument.dynamic_strides.end());
+  for (std::size_t d = 0; ok && !argument.stride.empty() && d < modes; ++d) {
+    const bool listed = std::find(argument.dynamic_strides.begin(), argument.dynamic_strides.end(),
+                                  static_cast<int>(d)) != argument.dynamic_strides.end();
+    ok = listed == (argument.stride[d] < 0);
+  }
+  for (std::size_t d = 0; ok && d < modes; ++d) {
+    ok = argument.shape_div[d] >= 1 && argument.stride_div[d] >= 1 && argument.shape_sym[d] >= -1 &&
+         argument.shape_sym[d] < symbols && argument.stride_sym[d] >= -1 &&
+         argument.stride_sym[d] < symbols;
+  }
+  if (kind != "tensor" || !dtype || !ok || modes == 0 ||
+      modes > static_cast<std::size_t>(kMaxTensorDims) ||
       (argument.shape_bytes != 4 && argument.shape_bytes != 8) ||
       (argument.stride_bytes != 4 && argument.stride_bytes != 8) || argument.assumed_align < 1) {
     throw InvalidArgument(kernel, argument.name, "has a malformed tensor specification");
@@ -93,9 +123,92 @@ CuteArgument parse_argument(const std::string& kernel, const OrderedJson& spec) 
   return argument;
 }
 
+// The value each named symbol took in a call so far, and where it came from: the export takes
+// every use of a symbol separately, and the compiled code may read any one of them.
+struct SymbolValue {
+  bool set = false;
+  std::int64_t value = 0;
+  const CuteArgument* from = nullptr;
+  int dimension = 0;
+  bool stride = false;
+};
+
+std::string where(const CuteArgument& argument, int d, bool stride) {
+  return argument.name + "'s " + (stride ? "stride" : "extent") + " in dimension " +
+         std::to_string(d);
+}
+
+// What differs between a tensor and its spec: "" when nothing does. A disagreement between a
+// symbol's uses is a call whose arguments contradict each other, which no key covers (an
+// InvalidArgument); anything else needs another specialization (a refusal, a monitor event).
+struct Mismatch {
+  Mismatch() = default;
+  Mismatch(std::string what, bool contradicts = false)  // NOLINT: a reason converts
+      : text(std::move(what)), contradiction(contradicts) {}
+  std::string text;
+  bool contradiction = false;
+};
+
+// "" when `value` (an extent or a stride of dimension d) may be symbol `index`'s, else why not.
+std::string bind_symbol(std::vector<SymbolValue>& table, const CuteArgument& argument, int index,
+                        std::int64_t value, int d, bool stride) {
+  if (index < 0) return {};
+  SymbolValue& symbol = table[static_cast<std::size_t>(index)];
+  if (!symbol.set) {
+    symbol = {true, value, &argument, d, stride};
+    return {};
+  }
+  if (symbol.value == value) return {};
+  return "has " + std::string(stride ? "stride " : "extent ") + std::to_string(value) +
+         " in dimension " + std::to_string(d) + ", and the program's symbol '" +
+         argument.symbols[static_cast<std::size_t>(index)] + "' is " +
+         std::to_string(symbol.value) + " in this call (" +
+         where(*symbol.from, symbol.dimension, symbol.stride) +
+         "): every use of a symbol must have one value";
+}
+
+// The strides of a compact tensor: the mode of order 0 has stride 1, each next one the product
+// of the extents before it (an extent of 1 takes any stride).
+std::string compact_mismatch(const CuteArgument& spec, const TensorDesc& desc) {
+  std::int64_t expected = 1;
+  for (const int d : spec.modes_by_order) {
+    if (desc.size(d) != 1 && desc.stride(d) != expected) {
+      return "has stride " + std::to_string(desc.stride(d)) + " in dimension " + std::to_string(d) +
+             " where the compact layout the program compiled has " + std::to_string(expected);
+    }
+    expected *= desc.size(d);
+  }
+  return {};
+}
+
+// Explicit strides: a static one as compiled (an extent of 1 takes any), a dynamic one a
+// multiple of its divisibility and its symbol's value.
+Mismatch stride_mismatch(const CuteArgument& spec, const TensorDesc& desc,
+                         std::vector<SymbolValue>& symbols) {
+  for (int d = 0; d < desc.ndim; ++d) {
+    const auto m = static_cast<std::size_t>(d);
+    const std::int64_t stride = desc.stride(d);
+    if (spec.stride[m] >= 0) {
+      if (desc.size(d) != 1 && stride != spec.stride[m]) {
+        return "has stride " + std::to_string(stride) + " in dimension " + std::to_string(d) +
+               ", and the program compiled it static at " + std::to_string(spec.stride[m]);
+      }
+      continue;
+    }
+    if (stride % spec.stride_div[m] != 0) {
+      return "has stride " + std::to_string(stride) + " in dimension " + std::to_string(d) +
+             ", and the program compiled it as a multiple of " + std::to_string(spec.stride_div[m]);
+    }
+    std::string problem = bind_symbol(symbols, spec, spec.stride_sym[m], stride, d, true);
+    if (!problem.empty()) return {std::move(problem), true};
+  }
+  return {};
+}
+
 // What the compiled code assumes of a tensor and cannot check itself, checked: "" when the
 // tensor is as compiled, else what differs.
-std::string tensor_mismatch(const CuteArgument& spec, const TensorDesc& desc, const void* data) {
+Mismatch tensor_mismatch(const CuteArgument& spec, const TensorDesc& desc, const void* data,
+                         std::vector<SymbolValue>& symbols) {
   const int ndim = static_cast<int>(spec.shape.size());
   if (desc.dtype != spec.dtype) {
     return "is " + std::string(dtype_name(desc.dtype)) + ", and the program compiled it as " +
@@ -106,32 +219,30 @@ std::string tensor_mismatch(const CuteArgument& spec, const TensorDesc& desc, co
            std::to_string(ndim);
   }
   for (int d = 0; d < ndim; ++d) {
+    const auto m = static_cast<std::size_t>(d);
     const std::int64_t extent = desc.size(d);
-    const std::int64_t wanted = spec.shape[static_cast<std::size_t>(d)];
-    if (wanted >= 0 && extent != wanted) {
-      return "has extent " + std::to_string(extent) + " in dimension " + std::to_string(d) +
-             ", and the program compiled it static at " + std::to_string(wanted);
+    const std::int64_t wanted = spec.shape[m];
+    if (wanted >= 0) {
+      if (extent != wanted) {
+        return "has extent " + std::to_string(extent) + " in dimension " + std::to_string(d) +
+               ", and the program compiled it static at " + std::to_string(wanted);
+      }
+      continue;
     }
-    if (wanted < 0 && extent % spec.divisibility != 0) {
+    if (extent % spec.shape_div[m] != 0) {
       return "has extent " + std::to_string(extent) + " in dimension " + std::to_string(d) +
-             ", and the program compiled its dynamic extents as multiples of " +
-             std::to_string(spec.divisibility);
+             ", and the program compiled it as a multiple of " + std::to_string(spec.shape_div[m]);
     }
-    if (wanted < 0 && spec.shape_bytes == 4 && extent > INT32_MAX) {
+    if (spec.shape_bytes == 4 && extent > INT32_MAX) {
       return "has extent " + std::to_string(extent) + " in dimension " + std::to_string(d) +
              ", past the 32-bit dynamic extents the program compiled";
     }
+    std::string problem = bind_symbol(symbols, spec, spec.shape_sym[m], extent, d, false);
+    if (!problem.empty()) return {std::move(problem), true};
   }
-  // Compact in the stride order: the mode of order 0 has stride 1, each next one the product of
-  // the extents before it (an extent of 1 takes any stride).
-  std::int64_t expected = 1;
-  for (const int d : spec.modes_by_order) {
-    if (desc.size(d) != 1 && desc.stride(d) != expected) {
-      return "has stride " + std::to_string(desc.stride(d)) + " in dimension " + std::to_string(d) +
-             " where the compact layout the program compiled has " + std::to_string(expected);
-    }
-    expected *= desc.size(d);
-  }
+  Mismatch strides = spec.stride.empty() ? Mismatch{compact_mismatch(spec, desc)}
+                                         : stride_mismatch(spec, desc, symbols);
+  if (!strides.text.empty()) return strides;
   if (reinterpret_cast<std::uintptr_t>(data) % static_cast<std::uintptr_t>(spec.assumed_align) !=
       0) {
     return "has a data pointer that is not " + std::to_string(spec.assumed_align) +
@@ -168,6 +279,14 @@ void fill_struct(const CuteArgument& spec, const TensorRef& tensor, std::byte* o
   }
 }
 
+// Whether every value `key` takes in one mode, `wider` takes too: a static one equal, a dynamic
+// one a multiple of the other's divisibility.
+bool mode_covered(std::int64_t key, std::int64_t key_div, std::int64_t wider,
+                  std::int64_t wider_div) {
+  if (wider >= 0) return key == wider;
+  return (key >= 0 ? key : key_div) % wider_div == 0;
+}
+
 // Whether every tensor `key`'s program accepts for an argument, `wider`'s accepts too: "" or why.
 std::string argument_covers(const CuteArgument& key, const CuteArgument& wider) {
   if (key.kind != wider.kind) return "is of another kind in the fallback";
@@ -176,18 +295,23 @@ std::string argument_covers(const CuteArgument& key, const CuteArgument& wider) 
   }
   if (key.kind != CuteArgument::Kind::tensor) return "";
   if (key.dtype != wider.dtype || key.shape.size() != wider.shape.size() ||
-      key.stride_order != wider.stride_order) {
-    return "is another tensor (dtype, rank or stride order) in the fallback";
+      key.stride.empty() != wider.stride.empty() ||
+      (key.stride.empty() && key.stride_order != wider.stride_order)) {
+    return "is another tensor (dtype, rank or layout) in the fallback";
   }
   for (std::size_t d = 0; d < key.shape.size(); ++d) {
-    const std::int64_t extent = key.shape[d];
-    const std::int64_t multiple = extent >= 0 ? extent : key.divisibility;
-    if (wider.shape[d] >= 0 ? extent != wider.shape[d] : multiple % wider.divisibility != 0) {
-      return "has extents in dimension " + std::to_string(d) + " the fallback refuses";
-    }
-    if (extent < 0 && wider.shape[d] < 0 && wider.shape_bytes < key.shape_bytes) {
+    const std::string mode = " in dimension " + std::to_string(d);
+    if (!mode_covered(key.shape[d], key.shape_div[d], wider.shape[d], wider.shape_div[d]))
+      return "has extents" + mode + " the fallback refuses";
+    if (!key.stride.empty() &&
+        !mode_covered(key.stride[d], key.stride_div[d], wider.stride[d], wider.stride_div[d]))
+      return "has strides" + mode + " the fallback refuses";
+    // A symbol the fallback shares and the key does not refuses calls the key takes.
+    if ((wider.shape_sym[d] >= 0 && key.shape_sym[d] < 0) ||
+        (wider.stride_sym[d] >= 0 && key.stride_sym[d] < 0))
+      return "is free" + mode + " where the fallback ties it to a symbol";
+    if (key.shape[d] < 0 && wider.shape[d] < 0 && wider.shape_bytes < key.shape_bytes)
       return "has wider dynamic extents than the fallback";
-    }
   }
   return key.assumed_align % wider.assumed_align == 0 ? "" : "is aligned less than the fallback";
 }
@@ -215,32 +339,48 @@ class CutePacker final : public ArgumentPacker {
   void pack(const CallToPack& call, PackFailure& failure, PackedCall& out) override {
     const std::vector<CuteArgument>& spec = specs_[call.slot];
     // The entry's argument pointers: a struct per tensor, a value per scalar, the stream, and
-    // the entry's return code last. Reused from call to call (one call at a time per thread).
+    // the entry's return code last; an optional tensor compiled absent takes none. Reused from
+    // call to call (one call at a time per thread).
     thread_local std::vector<std::byte> storage;
     thread_local std::vector<void*> pointers;
+    thread_local std::vector<SymbolValue> symbols;
     std::size_t bytes = 8;  // the return code
-    for (const CuteArgument& argument : spec) bytes += align_up(argument.struct_bytes(), 8) + 8;
+    std::size_t named = 0;
+    for (const CuteArgument& argument : spec) {
+      bytes += align_up(argument.struct_bytes(), 8) + 8;
+      named = std::max(named, argument.symbols.size());
+    }
     if (storage.size() < bytes) storage.resize(bytes);
+    symbols.assign(named, SymbolValue{});
     pointers.clear();
     std::size_t at = 0;
     std::size_t next = 0;  // the call value the next non-stream argument takes
     for (const CuteArgument& argument : spec) {
       std::byte* slot = storage.data() + at;
-      pointers.push_back(slot);
       if (argument.kind == CuteArgument::Kind::stream) {
+        pointers.push_back(slot);
         std::memcpy(slot, &call.stream, sizeof call.stream);
         at += 8;
         continue;
       }
       const CallValue& value = call.values[next++];
+      if (argument.kind == CuteArgument::Kind::none) {
+        if (value.kind != CallValue::Kind::none) {
+          failure.refuse(argument.name, "is " + kind_name(value.kind) +
+                                            ", and the program compiled it absent (None)");
+        }
+        continue;
+      }
+      pointers.push_back(slot);
       if (argument.kind == CuteArgument::Kind::tensor) {
         if (value.kind != CallValue::Kind::tensor) {
           failure.refuse(argument.name,
                          "is " + kind_name(value.kind) + ", and the program compiled a tensor");
         }
-        const std::string mismatch =
-            tensor_mismatch(argument, value.tensor.desc, value.tensor.data);
-        if (!mismatch.empty()) failure.refuse(argument.name, mismatch);
+        const Mismatch mismatch =
+            tensor_mismatch(argument, value.tensor.desc, value.tensor.data, symbols);
+        if (mismatch.contradiction) failure.fail(argument.name, mismatch.text);
+        if (!mismatch.text.empty()) failure.refuse(argument.name, mismatch.text);
         fill_struct(argument, value.tensor, slot);
         at += align_up(argument.struct_bytes(), 8);
         continue;

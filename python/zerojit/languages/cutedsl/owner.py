@@ -4,12 +4,15 @@ A CuTeDSL kernel is a subclass of ``zerojit.CuteKernel`` that declares, as every
 
 * ``name`` and ``Key`` (a frozen dataclass of what the code specializes on);
 * ``fn``: the ``@cute.jit`` host function, or ``"package.module:function"`` (a serving process
-  then never imports the DSL, nor that module); it takes a ``stream: cuda.CUstream``, which
-  zerojit fills with the call's stream;
+  then never imports the DSL, nor that module), or a configured object's ``@cute.jit`` method,
+  ``"package.module:Class.__call__"`` (the compile worker builds ``Class(**program.init)``); it
+  takes a ``stream: cuda.CUstream``, which zerojit fills with the call's stream;
 * ``dispatch(**arguments) -> Key``: pure; it names the call's arguments it looks at (tensors as
   ``TensorDesc``, scalars as their values);
-* ``program(key) -> CuteProgram``: each runtime argument's fake (a ``CuteTensor`` or a scalar
-  type), the ``cutlass.Constexpr`` values and the compile options;
+* ``program(key) -> CuteProgram``: each runtime argument's fake (a ``CuteTensor``, compact or
+  strided, its dynamic extents and strides free or named ``CuteSym`` symbols; a scalar type; or
+  None for an optional tensor compiled absent), the ``cutlass.Constexpr`` values, the compile
+  options and, for a method, the object's constructor arguments;
 * ``warmup_space() -> Space`` (optional).
 
 Warmup compiles each key with ``cute.compile`` in worker processes (the target arch set before
@@ -21,82 +24,22 @@ exported host entry from C++ with the argument structs filled from the tensors' 
 no Python and no DSL on the call path. docs/PYTHON.md, "CuTeDSL kernels", walks through one.
 """
 
-import dataclasses
-import hashlib
 import importlib.metadata
 import importlib.util
 import json
 import os
 import re
+import sys
 import threading
-import typing
 
-from zerojit import _core
-from zerojit.languages.function_owner import (
-    FunctionKernel,
-    check_constexpr_values,
-    check_program_names,
-    compile_in_worker,
-)
+from zerojit import _core, languages
+from zerojit.languages import workers as _workers
+from zerojit.languages.cutedsl import program as _program
+from zerojit.languages.cutedsl.program import CuteProgram, CuteSym, CuteTensor
+from zerojit.languages.function_owner import FunctionKernel, compile_in_worker
 from zerojit.runtime.errors import CompileError, InvalidArgument, UnavailableError
-from zerojit.runtime.types import DType
 
-__all__ = ["CuteKernel", "CuteProgram", "CuteTensor", "cutedsl_version"]
-
-_SCALARS = ("i32", "i64", "f32", "f64", "bool")
-_TENSOR_TYPES = (
-    "f16",
-    "bf16",
-    "f32",
-    "f64",
-    "i8",
-    "i16",
-    "i32",
-    "i64",
-    "u8",
-    "u16",
-    "u32",
-    "u64",
-    "bool",
-    "e4m3",
-    "e5m2",
-    "ue8m0",
-)
-
-
-@dataclasses.dataclass(frozen=True)
-class CuteTensor:
-    """A tensor argument as the program compiles it (``make_fake_compact_tensor``).
-
-    dtype: its element type. shape: an int for each static extent, None for each dynamic one.
-    stride_order: the order of its strides as CuTeDSL takes it (the mode of order 0 is the
-    innermost); None: row-major (the last mode innermost). divisibility: every dynamic extent is
-    a multiple of it. dynamic_width: 32 or 64 bits for the dynamic extents. assumed_align: the
-    data pointer's alignment in bytes. A call must pass exactly such a tensor: compact in that
-    order, the static extents as compiled, the dynamic ones multiples of ``divisibility``.
-    """
-
-    dtype: typing.Any
-    shape: tuple
-    stride_order: typing.Optional[tuple] = None
-    divisibility: int = 1
-    dynamic_width: int = 32
-    assumed_align: int = 16
-
-
-@dataclasses.dataclass(frozen=True)
-class CuteProgram:
-    """The CuTeDSL specialization a key stands for.
-
-    arguments: every runtime parameter of the function (the stream excepted) -> a CuteTensor, or
-        a scalar type ("i32", "i64", "f32", "f64", "bool").
-    constexprs: every ``cutlass.Constexpr`` parameter's value (int, float, bool, str or None).
-    options: further ``cute.compile`` options (the arch is zerojit's to set).
-    """
-
-    arguments: typing.Mapping[str, typing.Any]
-    constexprs: typing.Mapping[str, typing.Any] = dataclasses.field(default_factory=dict)
-    options: str = ""
+__all__ = ["CuteKernel", "CuteProgram", "CuteSym", "CuteTensor", "cutedsl_version", "prestart"]
 
 
 class CuteKernel(FunctionKernel):
@@ -105,6 +48,7 @@ class CuteKernel(FunctionKernel):
     _language = "cutedsl"
     _decorator = "@cute.jit"
     _program_type = CuteProgram
+    _methods = True
 
     def _setup_owner(self):
         name = self.name
@@ -133,109 +77,24 @@ class CuteKernel(FunctionKernel):
     def _specialize(self, key_text, program):
         return _specialize(self.name, key_text, self._source, program)
 
+    def _prestart_compiler(self, arch):
+        prestart(arch)
 
-def _tensor_spec(fail, name, tensor):
-    """The tensor's request entry and its call spec (the struct layout the export takes)."""
-    try:
-        dtype = DType.of(tensor.dtype).value
-    except ValueError:
-        dtype = None
-    if dtype not in _TENSOR_TYPES:
-        fail(
-            name,
-            f"tensor '{name}' has dtype {tensor.dtype!r}, which zerojit does not pass to CuTeDSL",
-        )
-    shape = tuple(tensor.shape)
-    if not shape or not all(e is None or (type(e) is int and e >= 0) for e in shape):
-        fail(
-            name,
-            f"tensor '{name}': shape {shape!r} takes an int per static extent and None per "
-            "dynamic one",
-        )
-    order = (
-        tuple(tensor.stride_order)
-        if tensor.stride_order is not None
-        else tuple(range(len(shape) - 1, -1, -1))
-    )
-    if sorted(order) != list(range(len(shape))):
-        fail(name, f"tensor '{name}': stride_order {order!r} is no permutation of its modes")
-    if tensor.dynamic_width not in (32, 64) or tensor.divisibility < 1 or tensor.assumed_align < 1:
-        fail(
-            name,
-            f"tensor '{name}': dynamic_width is 32 or 64, divisibility and assumed_align positive",
-        )
-    # A compact stride is dynamic when an extent inside it (a mode of lower order) is.
-    by_order = sorted(range(len(shape)), key=lambda mode: order[mode])
-    dynamic_strides, inner_dynamic = [], False
-    for mode in by_order:
-        if inner_dynamic:
-            dynamic_strides.append(mode)
-        inner_dynamic = inner_dynamic or shape[mode] is None
-    dynamic_strides.sort()
-    shape_bytes = tensor.dynamic_width // 8
-    entry = {
-        "kind": "tensor",
-        "dtype": dtype,
-        "shape": [-1 if e is None else e for e in shape],
-        "stride_order": list(order),
-        "divisibility": tensor.divisibility,
-        "shape_bytes": shape_bytes,
-        "dynamic_strides": dynamic_strides,
-        "stride_bytes": 8,
-        "assumed_align": tensor.assumed_align,
-    }
-    return entry, dict(entry, name=name)
+    def _registered(self):
+        # A process that has imported the DSL (an engine whose kernel modules import it) and
+        # has a GPU starts the workers' interpreter for device 0 now, so that its DSL import
+        # overlaps the model's construction instead of preceding warmup's first compile. A
+        # process that never imports the DSL (every fn a string) starts it only at warmup.
+        if "cutlass" in sys.modules and _core.device_count() > 0:
+            try:
+                prestart(_core.device_arch(0))
+            except Exception:  # only a hint; warmup says what is wrong with the device
+                pass
 
 
 def _specialize(kernel, key_text, source, program):
-    where = f"kernel {kernel} [{key_text}]"
-
-    def fail(field, problem):
-        raise InvalidArgument(f"{where}: {problem}", kernel, field)
-
-    arguments, constexprs = dict(program.arguments), dict(program.constexprs)
-    check_program_names(fail, source, arguments, constexprs, "Constexpr")
-    request_arguments, spec = {}, []
-    for name, kind in source.params:
-        if kind == "stream":
-            spec.append({"kind": "stream", "name": name})
-        elif kind == "runtime":
-            if name not in arguments:
-                fail(name, f"the runtime parameter '{name}' has no fake in the program's arguments")
-            value = arguments[name]
-            if isinstance(value, CuteTensor):
-                request_arguments[name], entry = _tensor_spec(fail, name, value)
-                spec.append(entry)
-            elif value in _SCALARS:
-                request_arguments[name] = {"kind": "scalar", "type": value}
-                spec.append({"kind": "scalar", "name": name, "type": value})
-            else:
-                fail(
-                    name,
-                    f"'{name}' = {value!r}: an argument is a zerojit.CuteTensor or a "
-                    f"scalar type ({', '.join(_SCALARS)})",
-                )
-    check_constexpr_values(fail, constexprs)
-    if not isinstance(program.options, str) or "--gpu-arch" in program.options:
-        fail(
-            "options",
-            "options are a str of further cute.compile options, without --gpu-arch "
-            "(zerojit sets the arch)",
-        )
-    # The exported symbols' prefix: a C identifier of the kernel and key, so that entries of
-    # different keys never share symbols.
-    prefix = "zj_" + hashlib.sha256(f"{kernel}\0{key_text}".encode()).hexdigest()[:24]
-    request = json.dumps(
-        {
-            "params": list(source.params),
-            "arguments": request_arguments,
-            "constexprs": dict(sorted(constexprs.items())),
-            "options": program.options,
-            "prefix": prefix,
-        },
-        separators=(",", ":"),
-    )
-    return request.encode(), spec
+    """(the compile request, the call's argument spec): zerojit.languages.cutedsl.program."""
+    return _program.specialize(kernel, key_text, source, program)
 
 
 # --- The compiler zerojit's core calls for CuTeDSL keys -----------------------------------------
@@ -286,6 +145,20 @@ def _compile(kernel, key_text, function, request, arch):
     return compile_in_worker(
         CuteKernel, kernel, key_text, arch, message, env={"CUTE_DSL_ARCH": arch}
     )
+
+
+def prestart(arch):
+    """Starts the compile workers' interpreter for `arch` now (it imports the DSL, seconds on a
+    large host), so that the import overlaps what warmup does before its first CuTeDSL compile
+    instead of preceding that compile. Does nothing where the DSL is not installed; an
+    interpreter no compile used is stopped at the end of the warmup without waiting for it."""
+    if re.fullmatch(r"sm_\d+[a-z]?", arch or "") is None:
+        return
+    try:
+        cutedsl_version(arch)
+    except UnavailableError:
+        return
+    _workers.prestart(languages.row("cutedsl"), {"CUTE_DSL_ARCH": arch})
 
 
 def install_compiler():
