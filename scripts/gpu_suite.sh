@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the GPU tests (part "tests"), the GPU benchmarks (part "bench") or what the kernel
-# languages add (part "languages": the Triton tests and benchmark, the core's GPU tests and the
-# hit path's cost) from a folder made by scripts/stage_gpu.sh, writing logs under OUT_DIR. Every
-# step has its own time limit, so a hang in one still leaves the others' logs.
+# languages and the call path add (part "languages": the Triton tests and benchmark, the core's
+# GPU tests, the hit path's cost, serving through a miss and the Python host cost) from a folder
+# made by scripts/stage_gpu.sh, writing logs under OUT_DIR. Every step has its own time limit,
+# so a hang in one still leaves the others' logs.
 # Part "compare" times the hit path (BM_SideBySide) and the Python host cost per call
 # (bench/python_host_cost.py) of this stage and of BEFORE_DIR (a stage of an earlier revision:
 # bench/zerojit_bench_launch and python/zerojit), alternating, in one run.
@@ -42,6 +43,9 @@ if [ "$part" = languages ]; then
     --json "$out/triton.json"
   step 60 "$out/languages.log" "$stage/bench/zerojit_bench_launch" \
     --benchmark_filter=SideBySide --benchmark_repetitions=5 --benchmark_report_aggregates_only
+  step 180 "$out/languages.log" "$stage/bench/zerojit_bench_fallback"
+  PYTHONPATH=$stage/python step 240 "$out/languages.log" python3 "$repo/bench/python_host_cost.py" \
+    --json "$out/host_cost.json"
 elif [ "$part" = tests ]; then
   nvidia-smi -L >"$out/gpu_tests.log" 2>&1
   step 120 "$out/gpu_tests.log" "$stage/tests/zerojit_core_gpu_tests"

@@ -16,7 +16,7 @@ for test in tests/zerojit_core_gpu_tests tests/zerojit_dsv4_gpu_tests tests/cli/
   if [ -x "$build/$test" ]; then strip -o "$stage/tests/$(basename "$test")" "$build/$test"; fi
 done
 for bench in zerojit_bench_launch zerojit_bench_dispatch zerojit_bench_warmup zerojit_bench_kernels \
-  zerojit_bench_kernels_before zerojit_bench_chain; do
+  zerojit_bench_kernels_before zerojit_bench_chain zerojit_bench_fallback; do
   if [ -x "$build/bench/$bench" ]; then strip -o "$stage/bench/$bench" "$build/bench/$bench"; fi
 done
 cp -L "$build"/bench/libbenchmark.so.* "$stage/bench/" 2>/dev/null || true
