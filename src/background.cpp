@@ -10,14 +10,22 @@ BackgroundCompiles& BackgroundCompiles::instance() {
   return *queue;
 }
 
+void BackgroundCompiles::start() {
+  std::lock_guard lock(mutex_);
+  start_locked();
+}
+
+void BackgroundCompiles::start_locked() {
+  if (started_) return;
+  started_ = true;
+  std::thread([this] { work(); }).detach();
+}
+
 bool BackgroundCompiles::submit(std::function<void()> job) {
   std::lock_guard lock(mutex_);
   if (jobs_.size() >= kQueueLimit) return false;
   jobs_.push_back(std::move(job));
-  if (!started_) {
-    started_ = true;
-    std::thread([this] { work(); }).detach();
-  }
+  start_locked();
   changed_.notify_all();
   return true;
 }

@@ -7,6 +7,7 @@
 
 #include "environment.hpp"
 #include "json_text.hpp"
+#include "zerojit/background.hpp"
 #include "zerojit/error.hpp"
 #include "zerojit/log.hpp"
 
@@ -241,6 +242,18 @@ Monitor::WarmupScope::WarmupScope() : was_armed_(Monitor::instance().armed()) {
 
 Monitor::WarmupScope::~WarmupScope() {
   if (was_armed_) Monitor::instance().arm();
+}
+
+void Monitor::set_mode(MonitorMode mode) {
+  mode_.store(mode, std::memory_order_release);
+  if (mode == MonitorMode::fallback) BackgroundCompiles::instance().start();
+}
+
+void Monitor::arm() {
+  // A mode read from $ZEROJIT_MONITOR never passed through set_mode: start the thread here, off
+  // the serving path, before the first miss a fallback serves.
+  if (mode() == MonitorMode::fallback) BackgroundCompiles::instance().start();
+  armed_.store(true, std::memory_order_release);
 }
 
 }  // namespace zerojit

@@ -23,6 +23,9 @@ class BackgroundCompiles {
   // without an unbounded backlog of compiles.
   static constexpr std::size_t kQueueLimit = 64;
 
+  // Starts the worker thread if it has not started (the monitor's fallback mode does, so that
+  // the first miss a fallback serves does not pay for a thread's start on the calling thread).
+  void start();
   // Queues `job`; false (nothing queued) when the queue is full.
   bool submit(std::function<void()> job);
   // Waits until no job is queued or running, at most `bound`; whether it became idle. For
@@ -32,6 +35,7 @@ class BackgroundCompiles {
 
  private:
   BackgroundCompiles() = default;
+  void start_locked();  // start() with mutex_ held
   void work();
 
   mutable std::mutex mutex_;

@@ -85,13 +85,14 @@ class Monitor {
   static Monitor& instance();
 
   MonitorMode mode() const { return mode_.load(std::memory_order_acquire); }
-  void set_mode(MonitorMode mode) { mode_.store(mode, std::memory_order_release); }
+  // Entering fallback mode starts the background compile thread (background.hpp).
+  void set_mode(MonitorMode mode);
   bool verbose() const { return verbose_.load(std::memory_order_relaxed); }
   void set_verbose(bool verbose) { verbose_.store(verbose, std::memory_order_relaxed); }
 
   // Warmup arms the monitor when it ends; arm/disarm are also public for callers that warm up
   // by other means.
-  void arm() { armed_.store(true, std::memory_order_release); }
+  void arm();
   // Armed in fallback mode: a kernel's miss launches its fallback and compiles in the
   // background (read on the miss path only).
   bool serving_through_misses() const { return armed() && mode() == MonitorMode::fallback; }
