@@ -42,8 +42,8 @@ CallArgs<Descriptors> placeholder_call(const Descriptors& descriptors) {
     return ref;
   };
   for_each_argument_index<Args>([&](auto index) {
-    const auto to = std::get<index.value>(Args::fields());
-    const auto from = std::get<index.value>(Descriptors::fields());
+    constexpr auto to = std::get<index.value>(Args::fields());
+    constexpr auto from = std::get<index.value>(Descriptors::fields());
     if constexpr (is_argument_field<decltype(from)>) {  // a checked parameter holds no value
       const auto& value = descriptors.*(from.member);
       using Value = std::decay_t<decltype(value)>;
