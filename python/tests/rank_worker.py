@@ -6,9 +6,10 @@ Prints one JSON line: {"ok": true} or the error the rank raised ({"error", "mess
 "ranks", "missing"}); the "stop" scenario prints its rounds' times instead.
 
 Scenarios: equal (every rank the same), arch (ODD_RANK compiles for sm_80), narrow (ODD_RANK
-warms a narrower space), die (ODD_RANK dies after its first key), abort (ODD_RANK's warmup
-is interrupted), stop (ten rounds: in round i rank i % WORLD meets a runtime JIT while the others
-sleep in the main thread, watched; each rank prints when it was stopped).
+warms a narrower space), broken (a key of ODD_RANK's fails to compile), die (ODD_RANK dies
+after its first key), abort (ODD_RANK's warmup is interrupted), stop (ten rounds: in round i
+rank i % WORLD meets a runtime JIT while the others sleep in the main thread, watched; each
+rank prints when it was stopped).
 """
 
 import dataclasses
@@ -37,9 +38,12 @@ class RankKernel(zerojit.Kernel):
     def dispatch(self, x):
         return RankKey(x.shape[0])
 
+    broken = False  # the "broken" scenario's odd rank: n=32 does not compile
+
     def program(self, key):
+        body = "this is not C++;" if self.broken and key.n == 32 else "x[0] = T_N;"
         return Program(
-            source='extern "C" __global__ void k(float* x) { x[0] = T_N; }',
+            source=f'extern "C" __global__ void k(float* x) {{ {body} }}',
             function="k",
             key_as="macros",
             macro_prefix="T_",
@@ -54,6 +58,7 @@ def warm(scenario, rank, odd, group):
     odd_here = rank == odd
     sizes = [16] if scenario == "narrow" and odd_here else [16, 32]
     zerojit.register(RankKernel, space(sizes))
+    RankKernel.broken = scenario == "broken" and odd_here
     arch = "sm_80" if scenario == "arch" and odd_here else "sm_90a"
     on_key = None
     if scenario == "die" and odd_here:

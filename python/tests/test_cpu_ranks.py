@@ -88,6 +88,14 @@ class RankWarmupTest(unittest.TestCase):
             "test.rank_kernel [n=32] on sm_90a: only on rank 0",
         )
 
+    def test_rank_with_a_failed_key_fails_every_rank(self):
+        results = run_ranks("broken")
+        self.assertEqual(results[ODD]["error"], "WarmupError")  # its own, naming the key
+        self.assertIn("test.rank_kernel [n=32]", results[ODD]["message"])
+        self.assert_every_rank_names_the_odd_one(
+            results, "rank 5 failed to compile 1 keys", skip=(ODD,)
+        )
+
     def test_rank_that_dies_mid_warmup_is_named_after_the_timeout(self):
         started = time.monotonic()
         results = run_ranks("die", timeout=2.0)

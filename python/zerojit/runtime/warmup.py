@@ -268,8 +268,14 @@ def warmup(
     KeyboardInterrupt from on_key) stops it between keys and is raised once the keys in flight
     are done; the monitor is then not armed.
     """
+    try:
+        config_args = _config_args(model, serving)
+    except BaseException as error:  # a rank with a bad configuration is named at once
+        if group is not None:
+            _ranks.publish_aborted(group, error)
+        raise
     return _run(
-        _config_args(model, serving),
+        config_args,
         True,
         devices,
         jobs,
@@ -341,6 +347,74 @@ def _run(
     on_key,
     group=None,
 ):
+    try:
+        report, expanded = _warm(
+            config_args,
+            dsv4,
+            devices,
+            jobs,
+            cache_dir,
+            compile_only,
+            arch,
+            monitor,
+            progress,
+            arm_monitor,
+            compile_processes,
+            kernels,
+            on_key,
+        )
+        record = None
+        if group is not None:
+            languages = _languages(expanded)
+            record = _ranks.warmup_record(
+                report, expanded or [], languages, config_args if dsv4 else None
+            )
+    except BaseException as error:
+        # The other ranks fail now, naming this one, rather than wait for the timeout.
+        if group is not None:
+            _ranks.publish_aborted(group, error)
+        raise
+    if group is not None:
+        if report["ok"] or not raise_on_failure:
+            group.agree(record, report)
+        else:  # published for the others to name it; this rank raises its own WarmupError
+            group.publish(record)
+    if raise_on_failure and not report["ok"]:
+        failed = [
+            {"kernel": k["kernel"], "key": k["key"], "arch": k["arch"], "error": k["error"]}
+            for k in report["keys"]
+            if k["origin"] == "failed"
+        ]
+        lines = "".join(
+            f"\n  {f['kernel']} [{f['key']}] on {f['arch']}: "
+            f"{f['error'].splitlines()[0] if f['error'] else ''}"
+            for f in failed
+        )
+        raise WarmupError(
+            f"warmup failed for {len(failed)} of {report['totals']['keys']} keys (the monitor "
+            f"was not armed):{lines}",
+            failed,
+            report,
+        )
+    return report
+
+
+def _warm(
+    config_args,
+    dsv4,
+    devices,
+    jobs,
+    cache_dir,
+    compile_only,
+    arch,
+    monitor,
+    progress,
+    arm_monitor,
+    compile_processes,
+    kernels,
+    on_key,
+):
+    """The warmup itself: (report, the expanded registrations)."""
     if os.environ.get("ZEROJIT_COMPILE_WORKER"):
         raise WarmupError(
             "zerojit warmup was started while a compile worker imported a kernel's module: a "
@@ -373,38 +447,9 @@ def _run(
             dsv4=dsv4,
             on_key=on_key,
         )
-    except BaseException as error:
-        if group is not None:  # the other ranks fail now, naming this one, not at the timeout
-            _ranks.publish_aborted(group, error)
-        raise
     finally:
         _workers.shutdown()
     report = json.loads(report_json)
     report["ok"] = report["totals"]["failed"] == 0
     report["summary"] = summary
-    if group is not None:
-        record = _ranks.warmup_record(
-            report, expanded or [], _languages(expanded), config_args if dsv4 else None
-        )
-        if report["ok"] or not raise_on_failure:
-            group.agree(record, report)
-        else:  # published for the others to name it; this rank raises its own WarmupError
-            group.publish(record)
-    if raise_on_failure and not report["ok"]:
-        failed = [
-            {"kernel": k["kernel"], "key": k["key"], "arch": k["arch"], "error": k["error"]}
-            for k in report["keys"]
-            if k["origin"] == "failed"
-        ]
-        lines = "".join(
-            f"\n  {f['kernel']} [{f['key']}] on {f['arch']}: "
-            f"{f['error'].splitlines()[0] if f['error'] else ''}"
-            for f in failed
-        )
-        raise WarmupError(
-            f"warmup failed for {len(failed)} of {report['totals']['keys']} keys (the monitor "
-            f"was not armed):{lines}",
-            failed,
-            report,
-        )
-    return report
+    return report, expanded
