@@ -7,9 +7,9 @@ Prints one JSON line: {"ok": true} or the error the rank raised ({"error", "mess
 
 Scenarios: equal (every rank the same), arch (ODD_RANK compiles for sm_80), narrow (ODD_RANK
 warms a narrower space), broken (a key of ODD_RANK's fails to compile), die (ODD_RANK dies
-after its first key), abort (ODD_RANK's warmup is interrupted), stop (ten rounds: in round i
-rank i % WORLD meets a runtime JIT while the others sleep in the main thread, watched; each
-rank prints when it was stopped).
+after its first key), late (ODD_RANK warms up after the others' timeout), abort (ODD_RANK's
+warmup is interrupted), stop (ten rounds: in round i rank i % WORLD meets a runtime JIT while
+the others sleep in the main thread, watched; each rank prints when it was stopped).
 """
 
 import dataclasses
@@ -71,6 +71,8 @@ def warm(scenario, rank, odd, group):
         def on_key(*_):
             raise KeyboardInterrupt  # Ctrl-C, or an engine that gives up
 
+    if scenario == "late" and odd_here:
+        time.sleep(group.timeout + 1.0)  # alive, but after the others' timeout
     zerojit.warmup_kernels(compile_only=True, arch=arch, jobs=1, group=group, on_key=on_key)
 
 

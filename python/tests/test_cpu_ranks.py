@@ -10,6 +10,7 @@ compiles the one tiny kernel; no GPU, no PyTorch (torch's TCPStore is used where
 import importlib.util
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -105,6 +106,14 @@ class RankWarmupTest(unittest.TestCase):
         )
         self.assertEqual({tuple(r["missing"]) for k, r in results.items() if k != ODD}, {(5,)})
         self.assertLess(time.monotonic() - started, 20)
+
+    def test_rank_that_arrives_after_the_timeout_fails_too(self):
+        results = run_ranks("late", timeout=2.0)
+        self.assertEqual(results[ODD]["error"], "RankAgreementError")
+        self.assertIn("rank 5 published after another rank's timeout", results[ODD]["message"])
+        self.assert_every_rank_names_the_odd_one(
+            results, "rank 5 never published its warmup within 2 s", skip=(ODD,)
+        )
 
     def test_rank_whose_warmup_is_interrupted_is_named_at_once(self):
         results = run_ranks("abort", timeout=30.0)
@@ -234,6 +243,35 @@ class RankWatchTest(unittest.TestCase):
             self.assertEqual(json.loads(store.get("zerojit/miss/1"))["kernel"], "test.mine")
         finally:
             zerojit.hooks.set_monitor_callback(None)
+
+    def test_rank_watch_raises_in_the_main_thread_by_default(self):
+        store = zerojit.FileStore(tempfile.mkdtemp())
+        group = zerojit.RankGroup(1, 2, store)
+        handler = signal.getsignal(signal.SIGINT)
+        with group.watch(interval=0.01):
+            threading.Timer(0.05, zerojit.RankGroup(0, 2, store).report_miss, ("k", "n=3")).start()
+            with self.assertRaises(zerojit.RankRuntimeJitError) as raised:
+                time.sleep(5)  # a blocking call: the signal ends it
+        self.assertEqual((raised.exception.rank, raised.exception.key), (0, "n=3"))
+        self.assertIn(
+            "rank 0 of 2 met a runtime JIT (compile of kernel k [n=3])", str(raised.exception)
+        )
+        self.assertEqual(signal.getsignal(signal.SIGINT), handler)  # put back
+
+    def test_rank_watch_stops_its_own_rank_in_fallback_mode(self):
+        store = zerojit.FileStore(tempfile.mkdtemp())
+        seen = []
+        with zerojit.RankGroup(0, 2, store).watch(on_miss=lambda *e: seen.append(e), interval=0.01):
+            zerojit.monitor.set_mode("fallback")
+            zerojit.monitor.arm()
+            zerojit._core.monitor_foreign_event("load", "triton.foreign", "test.f", "n=1", "")
+            time.sleep(0.05)
+            self.assertEqual(seen, [])  # a load in fallback mode is the background's result
+            zerojit._core.monitor_foreign_event("compile", "triton.foreign", "test.f", "n=2", "")
+            deadline = time.monotonic() + 2
+            while not seen and time.monotonic() < deadline:
+                time.sleep(0.01)
+        self.assertEqual(seen, [(0, "test.f", "n=2")])
 
 
 @needs_nvrtc

@@ -120,7 +120,16 @@ class RankGroup:
         found = agreement.disagreement(records, self.world_size, missing, self.timeout, self.prefix)
         if found is not None:
             message, ranks, missing, differences = found
+            if missing:
+                # A rank that arrives after this one gave up sees every record and would agree,
+                # then serve alone: the verdict tells it the round failed.
+                self.store.set(f"{base}/verdict", json.dumps([message, ranks, missing]))
+                self.store.add(f"{base}/failed", 1)
             raise RankAgreementError(message, ranks, missing, differences, report)
+        if self.store.add(f"{base}/failed", 0) > 0:
+            message, ranks, missing = json.loads(self.store.get(f"{base}/verdict"))
+            message += f"\n  (rank {self.rank} published after another rank's timeout)"
+            raise RankAgreementError(message, ranks, missing, [], report)
         return records
 
     # --- runtime misses ---------------------------------------------------------------------
