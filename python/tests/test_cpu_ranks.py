@@ -250,8 +250,9 @@ class RankWatchTest(unittest.TestCase):
         handler = signal.getsignal(signal.SIGINT)
         with group.watch(interval=0.01):
             threading.Timer(0.05, zerojit.RankGroup(0, 2, store).report_miss, ("k", "n=3")).start()
-            with self.assertRaises(zerojit.RankRuntimeJitError) as raised:
-                time.sleep(5)  # a blocking call: the signal ends it
+            with self.assertLogs("zerojit", "ERROR"):
+                with self.assertRaises(zerojit.RankRuntimeJitError) as raised:
+                    time.sleep(5)  # a blocking call: the signal ends it
         self.assertEqual((raised.exception.rank, raised.exception.key), (0, "n=3"))
         self.assertIn(
             "rank 0 of 2 met a runtime JIT (compile of kernel k [n=3])", str(raised.exception)
@@ -264,7 +265,8 @@ class RankWatchTest(unittest.TestCase):
         with zerojit.RankGroup(0, 2, store).watch(on_miss=lambda *e: seen.append(e), interval=0.01):
             zerojit.monitor.set_mode("fallback")
             zerojit.monitor.arm()
-            zerojit._core.monitor_foreign_event("load", "triton.foreign", "test.f", "n=1", "")
+            with self.assertLogs("zerojit", "WARNING"):  # reported, as in warn mode
+                zerojit._core.monitor_foreign_event("load", "triton.foreign", "test.f", "n=1", "")
             time.sleep(0.05)
             self.assertEqual(seen, [])  # a load in fallback mode is the background's result
             zerojit._core.monitor_foreign_event("compile", "triton.foreign", "test.f", "n=2", "")
