@@ -152,6 +152,23 @@ class RankAgreementTest(unittest.TestCase):
         self.assertNotIn("narrowed", message)  # the configuration explains the keys
         self.assertEqual(differences[0]["keys"][0]["key"], "n=32")
 
+    def test_rank_dsv4_configuration_in_the_record(self):
+        # What warmup(group=) records of a DSv4 configuration: the validated config, so a
+        # serving option that differs is named as such.
+        from zerojit.runtime import ranks
+
+        report = {"archs": ["sm_90a"], "keys": []}
+        records = [
+            ranks.warmup_record(report, [], {}, {"serving_json": json.dumps(serving)})
+            for serving in ({"block_size": 256}, {"block_size": 256}, {"block_size": 64})
+        ]
+        for rank, made in enumerate(records):
+            made["rank"] = rank
+        message = self.compare(records)[0]
+        self.assertIn(
+            "another configuration: serving.block_size = 64 on rank 2, 256 on rank 0", message
+        )
+
     def test_rank_compiler_and_program_causes(self):
         records = [record(r, self.ENTRIES) for r in range(3)]
         records[1] = record(1, self.ENTRIES, compilers={"cuda@sm_90a": "12.4"})
