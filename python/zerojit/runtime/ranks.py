@@ -288,13 +288,13 @@ class _Watch:
                 return self.fire(self.local)
             try:
                 count = store.add(group._key("miss", "any"), 0)
+                failing = False
                 if count <= seen_any:
                     continue
                 seen_any = count
                 for other in range(group.world_size):
                     if other != group.rank and store.add(group._key("miss", other, "set"), 0):
                         return self.fire(json.loads(store.get(group._key("miss", other))))
-                failing = False
             except Exception as error:  # the store went away (its host ended): say so once
                 if not failing:
                     LOGGER.warning("zerojit: the rank watch cannot read the store: %s", error)
