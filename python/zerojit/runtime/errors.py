@@ -104,8 +104,9 @@ class RankAgreementError(WarmupError):
     message, so that no rank goes on to serve while another would compile.
 
     Attributes: ``ranks`` (the ranks at fault), ``missing`` (those that never published),
-    ``differences`` (per rank at fault: ``{"rank", "reference", "cause", "keys"}``, ``keys``
-    the first differing ``{"kernel", "key", "arch", "rank_identity", "reference_identity"}``)
+    ``differences`` (per group of equal ranks at fault: ``{"ranks", "reference", "cause",
+    "keys"}``, ``keys`` every differing ``{"kernel", "key", "arch", "rank_identity",
+    "reference_identity"}``, None where the key is absent)
     and ``report`` (this rank's warmup report).
     """
 
