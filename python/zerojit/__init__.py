@@ -31,6 +31,8 @@ from zerojit.runtime.errors import (
     Error,
     InvalidArgument,
     LaunchError,
+    RankAgreementError,
+    RankRuntimeJitError,
     RuntimeJitError,
     UnavailableError,
     WarmupError,
@@ -53,6 +55,8 @@ from zerojit.runtime.warmup import (
     warmup_kernels,
 )
 from zerojit import hooks
+from zerojit.runtime.ranks import RankGroup
+from zerojit.runtime.stores import FileStore
 from zerojit.languages.cuda.owner import DType, Geometry, Kernel, Launch, Program, TensorDesc
 from zerojit.languages.triton.owner import SUPPORTED_TRITON, TritonKernel, TritonProgram
 from zerojit.languages.cutedsl.owner import CuteKernel, CuteProgram, CuteSym, CuteTensor
@@ -145,6 +149,8 @@ __all__ = [
     "Error",
     "InvalidArgument",
     "LaunchError",
+    "RankAgreementError",
+    "RankRuntimeJitError",
     "RuntimeJitError",
     "UnavailableError",
     "WarmupError",
@@ -153,6 +159,8 @@ __all__ = [
     "Kernel",
     "Launch",
     "Program",
+    "FileStore",
+    "RankGroup",
     "Space",
     "TensorDesc",
     "SUPPORTED_TRITON",

@@ -17,6 +17,7 @@ __all__ = [
     "install_logging",
     "uninstall_logging",
     "set_monitor_callback",
+    "monitor_callback",
     "monitor_mode_from_vllm",
     "configure_from_vllm",
     "tqdm_progress",
@@ -80,6 +81,12 @@ def set_monitor_callback(callback):
     raised. None removes it. Needs install_logging() (the default)."""
     global _monitor_callback
     _monitor_callback = callback
+
+
+def monitor_callback():
+    """The callback set_monitor_callback installed (None if none), so that a second user can
+    chain it rather than replace it (zerojit.RankGroup.watch does)."""
+    return _monitor_callback
 
 
 # vLLM's --jit-monitor-mode values (and the spellings engines use for them) -> zerojit's mode.

@@ -95,3 +95,40 @@ class WarmupError(Error):
         super().__init__(message)
         self.failed = failed or []
         self.report = report
+
+
+class RankAgreementError(WarmupError):
+    """The ranks of a group (``zerojit.RankGroup``) did not warm up the same kernels: a rank
+    warmed other keys, other programs, for another arch or with another compiler, failed, or
+    never published its warmup before the group's timeout. Raised on every rank, with the same
+    message, so that no rank goes on to serve while another would compile.
+
+    Attributes: ``ranks`` (the ranks at fault), ``missing`` (those that never published),
+    ``differences`` (per group of equal ranks at fault: ``{"ranks", "reference", "cause",
+    "keys"}``, ``keys`` every differing ``{"kernel", "key", "arch", "rank_identity",
+    "reference_identity"}``, None where the key is absent)
+    and ``report`` (this rank's warmup report).
+    """
+
+    def __init__(self, message, ranks=None, missing=None, differences=None, report=None):
+        super().__init__(message, [], report)
+        self.ranks = list(ranks or [])
+        self.missing = list(missing or [])
+        self.differences = list(differences or [])
+
+
+class RankRuntimeJitError(RuntimeJitError):
+    """Another rank of a watched group (``RankGroup.watch``) met a runtime JIT that stops it,
+    so this rank stops too rather than wait in its next collective. Raised in the main thread,
+    asynchronously (as a Ctrl-C is). Attributes: ``rank`` (the rank that missed), ``kernel``,
+    ``key`` and ``kind`` ("compile", "load" or "specialization")."""
+
+    def __init__(self, message, rank=None, kernel=None, key=None, kind=None):
+        super().__init__(message, kernel, key)
+        self.rank = rank
+        self.kind = kind
+
+
+for _error_class in (RankAgreementError, RankRuntimeJitError):
+    _error_class.__module__ = "zerojit"
+del _error_class

@@ -7,6 +7,7 @@ import os
 
 from zerojit import _core
 from zerojit.languages import workers as _workers
+from zerojit.runtime import ranks as _ranks
 from zerojit.runtime.environment import path_bytes as _path_bytes
 from zerojit.runtime.errors import WarmupError
 
@@ -136,6 +137,15 @@ def kernel_manifest(kernels=None):
     }
 
 
+def _languages(expanded):
+    """The language of each expanded kernel handle, by its name."""
+    by_handle = {id(kernel._core): kernel for kernel, _, _ in _registrations}
+    return {
+        handle.name: getattr(by_handle.get(id(handle)), "_language", "cuda")
+        for handle, *_ in expanded or []
+    }
+
+
 def _prestart(kernels, compile_only, devices, arch):
     """Starts the compilers' worker interpreters of the kernels to warm (those whose language
     has one) for the archs warmup will compile for, so that their imports overlap everything
@@ -220,6 +230,7 @@ def warmup(
     kernels=True,
     raise_on_failure=True,
     on_key=None,
+    group=None,
 ):
     """Compiles every kernel specialization this configuration can ask for, and loads each on
     every device, so that nothing compiles while serving.
@@ -245,6 +256,10 @@ def warmup(
         the result only). Either way a failed warmup never arms the monitor.
     on_key: called as on_key(kernel, key, origin, seconds, error, done, total) when each key
         is done, from a worker thread (zerojit.hooks.tqdm_progress draws a tqdm bar with it).
+    group: a zerojit.RankGroup; at the end every rank of it publishes what it warmed (each
+        key's identity, the archs, the compilers, the configuration) and compares it with every
+        other rank's, raising zerojit.RankAgreementError on every rank when they differ or one
+        never publishes within the group's timeout (docs/PYTHON.md, "Ranks that agree").
 
     Returns the report as a dict: totals ({"keys", "compiled", "from_disk", "from_memory",
     "failed"}), per-kernel and per-key entries (each key with its origin, time and any error),
@@ -253,8 +268,14 @@ def warmup(
     KeyboardInterrupt from on_key) stops it between keys and is raised once the keys in flight
     are done; the monitor is then not armed.
     """
+    try:
+        config_args = _config_args(model, serving)
+    except BaseException as error:  # a rank with a bad configuration is named at once
+        if group is not None:
+            _ranks.publish_aborted(group, error)
+        raise
     return _run(
-        _config_args(model, serving),
+        config_args,
         True,
         devices,
         jobs,
@@ -268,6 +289,7 @@ def warmup(
         kernels,
         raise_on_failure,
         on_key,
+        group,
     )
 
 
@@ -285,9 +307,10 @@ def warmup_kernels(
     compile_processes=False,
     raise_on_failure=True,
     on_key=None,
+    group=None,
 ):
     """warmup() of the registered Python kernels only (all, or those in ``kernels``), without
-    the DSv4 family; the same options and report."""
+    the DSv4 family; the same options (``group`` included) and report."""
     return _run(
         {},
         False,
@@ -303,6 +326,7 @@ def warmup_kernels(
         True if kernels is None else list(kernels),
         raise_on_failure,
         on_key,
+        group,
     )
 
 
@@ -321,42 +345,40 @@ def _run(
     kernels,
     raise_on_failure,
     on_key,
+    group=None,
 ):
-    if os.environ.get("ZEROJIT_COMPILE_WORKER"):
-        raise WarmupError(
-            "zerojit warmup was started while a compile worker imported a kernel's module: a "
-            "script that defines Triton kernels and warms them up must do so under "
-            '`if __name__ == "__main__":`',
-            [],
-            {},
-        )
-    if cache_dir is not None:
-        _core.set_cache_dir(_path_bytes(cache_dir))
-    if monitor is not None:
-        _core.set_monitor_mode(monitor)
-    # Triton (Python) compiles run in worker processes, `jobs` at a time; they stop at the end.
-    _workers.set_limit(jobs if jobs and jobs > 0 else (os.cpu_count() or 1))
     try:
-        if kernels is not False:
-            _prestart(kernels, compile_only, devices, arch)
-        report_json, summary = _core.warmup(
-            **config_args,
-            devices=list(devices) if devices is not None else [],
-            jobs=int(jobs),
-            compile_only=bool(compile_only),
-            arch=arch,
-            progress=progress,
-            arm_monitor=bool(arm_monitor),
-            compile_processes=bool(compile_processes),
-            kernels=None if kernels is False else _expanded(None if kernels is True else kernels),
-            dsv4=dsv4,
-            on_key=on_key,
+        report, expanded = _warm(
+            config_args,
+            dsv4,
+            devices,
+            jobs,
+            cache_dir,
+            compile_only,
+            arch,
+            monitor,
+            progress,
+            arm_monitor,
+            compile_processes,
+            kernels,
+            on_key,
         )
-    finally:
-        _workers.shutdown()
-    report = json.loads(report_json)
-    report["ok"] = report["totals"]["failed"] == 0
-    report["summary"] = summary
+        record = None
+        if group is not None:
+            languages = _languages(expanded)
+            record = _ranks.warmup_record(
+                report, expanded or [], languages, config_args if dsv4 else None
+            )
+    except BaseException as error:
+        # The other ranks fail now, naming this one, rather than wait for the timeout.
+        if group is not None:
+            _ranks.publish_aborted(group, error)
+        raise
+    if group is not None:
+        if report["ok"] or not raise_on_failure:
+            group.agree(record, report)
+        else:  # published for the others to name it; this rank raises its own WarmupError
+            group.publish(record)
     if raise_on_failure and not report["ok"]:
         failed = [
             {"kernel": k["kernel"], "key": k["key"], "arch": k["arch"], "error": k["error"]}
@@ -375,3 +397,59 @@ def _run(
             report,
         )
     return report
+
+
+def _warm(
+    config_args,
+    dsv4,
+    devices,
+    jobs,
+    cache_dir,
+    compile_only,
+    arch,
+    monitor,
+    progress,
+    arm_monitor,
+    compile_processes,
+    kernels,
+    on_key,
+):
+    """The warmup itself: (report, the expanded registrations)."""
+    if os.environ.get("ZEROJIT_COMPILE_WORKER"):
+        raise WarmupError(
+            "zerojit warmup was started while a compile worker imported a kernel's module: a "
+            "script that defines Triton kernels and warms them up must do so under "
+            '`if __name__ == "__main__":`',
+            [],
+            {},
+        )
+    if cache_dir is not None:
+        _core.set_cache_dir(_path_bytes(cache_dir))
+    if monitor is not None:
+        _core.set_monitor_mode(monitor)
+    # Triton (Python) compiles run in worker processes, `jobs` at a time; they stop at the end.
+    _workers.set_limit(jobs if jobs and jobs > 0 else (os.cpu_count() or 1))
+    expanded = None
+    try:
+        if kernels is not False:
+            _prestart(kernels, compile_only, devices, arch)
+            expanded = _expanded(None if kernels is True else kernels)
+        report_json, summary = _core.warmup(
+            **config_args,
+            devices=list(devices) if devices is not None else [],
+            jobs=int(jobs),
+            compile_only=bool(compile_only),
+            arch=arch,
+            progress=progress,
+            arm_monitor=bool(arm_monitor),
+            compile_processes=bool(compile_processes),
+            kernels=expanded,
+            dsv4=dsv4,
+            on_key=on_key,
+        )
+    finally:
+        _workers.shutdown()
+    report = json.loads(report_json)
+    report["ok"] = report["totals"]["failed"] == 0
+    report["summary"] = summary
+    return report, expanded
