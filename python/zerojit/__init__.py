@@ -39,6 +39,7 @@ from zerojit import _core
 from zerojit import cache
 from zerojit import dsv4
 from zerojit import monitor
+from zerojit.metrics import PrometheusCollector, metrics_text
 from zerojit.dsv4 import reference
 from zerojit.runtime.warmup import (
     clear_registrations,
@@ -179,8 +180,10 @@ __all__ = [
     "driver_available",
     "dsv4",
     "manifest",
+    "metrics_text",
     "monitor",
     "nvrtc_available",
+    "PrometheusCollector",
     "reference",
     "warmup",
     *dsv4.__all__,

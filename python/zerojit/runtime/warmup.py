@@ -4,6 +4,7 @@ the registered Python kernels (zerojit.Kernel), in one compile pool."""
 import dataclasses
 import json
 import os
+import time
 
 from zerojit import _core
 from zerojit.languages import workers as _workers
@@ -220,6 +221,7 @@ def warmup(
     kernels=True,
     raise_on_failure=True,
     on_key=None,
+    ready_file=None,
 ):
     """Compiles every kernel specialization this configuration can ask for, and loads each on
     every device, so that nothing compiles while serving.
@@ -245,6 +247,9 @@ def warmup(
         the result only). Either way a failed warmup never arms the monitor.
     on_key: called as on_key(kernel, key, origin, seconds, error, done, total) when each key
         is done, from a worker thread (zerojit.hooks.tqdm_progress draws a tqdm bar with it).
+    ready_file: a path removed when warmup starts and written (atomically, JSON with the time,
+        the keys and their digest) only when it succeeded, i.e. no key failed: a readiness
+        probe's file, as ``zerojit warmup --ready-file`` writes it.
 
     Returns the report as a dict: totals ({"keys", "compiled", "from_disk", "from_memory",
     "failed"}), per-kernel and per-key entries (each key with its origin, time and any error),
@@ -268,6 +273,7 @@ def warmup(
         kernels,
         raise_on_failure,
         on_key,
+        ready_file,
     )
 
 
@@ -285,6 +291,7 @@ def warmup_kernels(
     compile_processes=False,
     raise_on_failure=True,
     on_key=None,
+    ready_file=None,
 ):
     """warmup() of the registered Python kernels only (all, or those in ``kernels``), without
     the DSv4 family; the same options and report."""
@@ -303,6 +310,7 @@ def warmup_kernels(
         True if kernels is None else list(kernels),
         raise_on_failure,
         on_key,
+        ready_file,
     )
 
 
@@ -321,6 +329,7 @@ def _run(
     kernels,
     raise_on_failure,
     on_key,
+    ready_file=None,
 ):
     if os.environ.get("ZEROJIT_COMPILE_WORKER"):
         raise WarmupError(
@@ -330,6 +339,9 @@ def _run(
             [],
             {},
         )
+    if ready_file is not None:
+        # First: whatever fails from here on, no earlier warmup's file says "ready".
+        _remove_ready_file(ready_file)
     if cache_dir is not None:
         _core.set_cache_dir(_path_bytes(cache_dir))
     if monitor is not None:
@@ -357,6 +369,8 @@ def _run(
     report = json.loads(report_json)
     report["ok"] = report["totals"]["failed"] == 0
     report["summary"] = summary
+    if ready_file is not None and report["ok"]:
+        _write_ready_file(ready_file, report, compile_only)
     if raise_on_failure and not report["ok"]:
         failed = [
             {"kernel": k["kernel"], "key": k["key"], "arch": k["arch"], "error": k["error"]}
@@ -375,3 +389,47 @@ def _run(
             report,
         )
     return report
+
+
+def _remove_ready_file(path):
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+
+
+def _manifest_digest(report):
+    """FNV-1a (64 bits) of the warmed keys' "kernel\tkey\n" lines, sorted and each once: the
+    digest the tool's ready file carries, equal wherever the same keys were warmed."""
+    lines = sorted({f"{k['kernel']}\t{k['key']}\n" for k in report["keys"]})
+    value = 0xCBF29CE484222325
+    for byte in "".join(lines).encode():
+        value = ((value ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return f"fnv1a64:{value:016x}"
+
+
+def _write_ready_file(path, report, compile_only):
+    document = {
+        "ready": True,
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "keys": report["totals"]["keys"],
+        "archs": report.get("archs", []),
+        "devices": report.get("devices", []),
+        "compile_only": bool(compile_only),
+        "manifest_digest": _manifest_digest(report),
+    }
+    # A temporary file in the same directory renamed over the path: a reader sees the whole
+    # file or none.
+    path = os.fspath(path)
+    temporary = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(temporary, "w", encoding="utf-8") as out:
+            json.dump(document, out, indent=2)
+            out.write("\n")
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.remove(temporary)
+        except OSError:
+            pass
+        raise
