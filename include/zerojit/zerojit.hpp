@@ -17,6 +17,7 @@
 #include "zerojit/language.hpp"
 #include "zerojit/launch.hpp"
 #include "zerojit/log.hpp"
+#include "zerojit/metrics.hpp"
 #include "zerojit/misses.hpp"
 #include "zerojit/monitor.hpp"
 #include "zerojit/parallel.hpp"

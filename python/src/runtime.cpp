@@ -149,6 +149,31 @@ std::string monitor_counters_json() {
   return Monitor::instance().counters_json();
 }
 
+// The metric families (zerojit/metrics.hpp) as (name, type, help, [(labels, value)]), for
+// zerojit.PrometheusCollector: a client library's families from the values themselves.
+using MetricRows = std::vector<
+    std::tuple<std::string, std::string, std::string,
+               std::vector<std::pair<std::vector<std::pair<std::string, std::string>>, double>>>>;
+
+MetricsSnapshot live_metrics() {
+  // As monitor_counters_json: every DSv4 owner exists, so a scrape lists the whole family.
+  (void)dsv4::all_kernels();
+  return metrics_snapshot();
+}
+
+MetricRows metric_family_rows() {
+  MetricRows rows;
+  for (MetricFamily& family : metric_families(live_metrics())) {
+    std::vector<std::pair<std::vector<std::pair<std::string, std::string>>, double>> samples;
+    for (MetricSample& sample : family.samples) {
+      samples.emplace_back(std::move(sample.labels), sample.value);
+    }
+    rows.emplace_back(std::move(family.name), std::move(family.type), std::move(family.help),
+                      std::move(samples));
+  }
+  return rows;
+}
+
 std::vector<std::tuple<std::string, std::string, std::string, std::string>> monitor_events() {
   std::vector<std::tuple<std::string, std::string, std::string, std::string>> events;
   for (const JitEvent& event : Monitor::instance().events()) {
@@ -251,6 +276,8 @@ void bind_runtime(py::module_& module) {
       py::arg("verbose"));
   module.def("monitor_counters_json", &monitor_counters_json);
   module.def("monitor_events", &monitor_events);
+  module.def("metrics_text", [] { return prometheus_text(metric_families(live_metrics())); });
+  module.def("metric_families", &metric_family_rows);
   module.def("monitor_reset_events", [] { Monitor::instance().reset_events(); });
 
   module.def("set_cache_dir", &set_cache_dir, py::arg("root"));

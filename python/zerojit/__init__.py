@@ -41,6 +41,7 @@ from zerojit import _core
 from zerojit import cache
 from zerojit import dsv4
 from zerojit import monitor
+from zerojit.metrics import PrometheusCollector, metrics_text
 from zerojit.dsv4 import reference
 from zerojit.runtime.warmup import (
     clear_registrations,
@@ -187,8 +188,10 @@ __all__ = [
     "driver_available",
     "dsv4",
     "manifest",
+    "metrics_text",
     "monitor",
     "nvrtc_available",
+    "PrometheusCollector",
     "reference",
     "warmup",
     *dsv4.__all__,

@@ -218,6 +218,12 @@ void add_warmup(CLI::App& app, WarmupCommand& command, std::span<const Family> f
   add_text_list_option(*sub, "warmup", "--also", command.also, "FILE",
                        "Also warm the keys serving processes missed, as recorded in this misses "
                        "file (ZEROJIT_MISSES_FILE; repeatable)");
+  add_text_option(*sub, "warmup", "--ready-file", command.ready_file, "PATH",
+                  "Remove PATH when warmup starts and write it (JSON: time, keys, manifest "
+                  "digest) only when warmup succeeded: a readiness probe's file");
+  add_text_option(*sub, "warmup", "--metrics-file", command.metrics_file, "PATH",
+                  "Write the counters after warmup to PATH in Prometheus text format (also when "
+                  "it failed; docs/METRICS.md)");
   sub->add_flag("-v,--verbose", command.verbose, "Also list every key with its origin and time");
   add_json_flag(*sub, command.json);
 }

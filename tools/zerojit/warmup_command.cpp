@@ -3,15 +3,18 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 
 #include "cache_command.hpp"
 #include "exit_codes.hpp"
 #include "json_output.hpp"
 #include "option_values.hpp"
+#include "ready_file.hpp"
 #include "terminal.hpp"
 #include "zerojit/compiler.hpp"
 #include "zerojit/cuda.hpp"
 #include "zerojit/disk_cache.hpp"
+#include "zerojit/metrics.hpp"
 #include "zerojit/runtime.hpp"
 
 namespace zerojit::tool {
@@ -67,6 +70,32 @@ std::optional<ToolError> incomplete_pack(const Manifest& manifest, const std::st
                    "warmup again: it compiles only what is missing"};
 }
 
+// What the files of --ready-file and --metrics-file need from the warmup, taken while its
+// kernels are alive (a family's kernels die with its Selection, and their counters with them).
+struct WarmupOutcome {
+  bool ran = false;  // the registry's warmup ran (it may have failed)
+  std::string metrics;
+  nlohmann::ordered_json ready;
+};
+
+// FNV-1a (64 bits) of the warmed keys' "kernel\tkey\n" lines, sorted and each once: equal
+// wherever the same keys were warmed (zerojit.warmup's ready file computes the same). Not a
+// security digest; the compiled binaries have their own identities.
+std::string manifest_digest(const WarmupReport& report) {
+  std::set<std::string> lines;
+  for (const KeyReport& key : report.keys) lines.insert(key.kernel + "\t" + key.key + "\n");
+  std::uint64_t hash = 0xcbf29ce484222325ULL;
+  for (const std::string& line : lines) {
+    for (unsigned char c : line) {
+      hash ^= c;
+      hash *= 0x100000001b3ULL;
+    }
+  }
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash));
+  return std::string("fnv1a64:") + text;
+}
+
 std::string join_devices(const std::vector<int>& devices) {
   std::string text;
   for (int d : devices) text += (text.empty() ? "" : ", ") + std::to_string(d);
@@ -95,7 +124,9 @@ Manifest checked_manifest(const WarmupRegistry& registry) {
   }
 }
 
-int run_warmup(const WarmupCommand& command) {
+namespace {
+
+int warm(const WarmupCommand& command, WarmupOutcome& outcome) {
   Selection selection;
   select(*command.family, command.values, command.arch, selection);
   // What serving processes missed is warmed too: a missed key compiles ahead of time from now on.
@@ -154,6 +185,17 @@ int run_warmup(const WarmupCommand& command) {
                     "compiled)"};
   }
   const WarmupReport report = selection.registry.warmup(options);
+  outcome.ran = true;
+  if (!command.metrics_file.empty()) outcome.metrics = prometheus_text();
+  outcome.ready = {{"ready", true},
+                   {"time", utc_now()},
+                   {"family", selection.family->name},
+                   {"configuration", selection.configuration.description},
+                   {"keys", report.total_keys()},
+                   {"archs", report.archs},
+                   {"devices", report.devices},
+                   {"compile_only", command.compile_only},
+                   {"manifest_digest", manifest_digest(report)}};
   std::optional<ToolError> failure = failing_for_want_of_nvrtc(report);
   if (!failure) failure = failing_for_unsupported_arch(report, arch);
   if (failure) {
@@ -281,6 +323,38 @@ int run_warmup(const WarmupCommand& command) {
     if (!kept) print_note("nothing was kept on disk (" + not_kept + "); pass --cache-dir DIR");
   }
   return kExitOk;
+}
+
+}  // namespace
+
+int run_warmup(const WarmupCommand& command) {
+  // Removed first, so that nothing reads a ready file from an earlier warmup while this one
+  // runs or after it failed, whatever the failure (bad options of the family, no NVRTC, ...).
+  if (!command.ready_file.empty()) remove_ready_file(command.ready_file);
+  WarmupOutcome outcome;
+  const auto write_metrics = [&] {
+    if (outcome.ran && !command.metrics_file.empty()) {
+      write_file_atomically(command.metrics_file, outcome.metrics, "metrics file");
+    }
+  };
+  int code = kExitOk;
+  try {
+    code = warm(command, outcome);
+  } catch (...) {
+    // A failed warmup's counters say what it did (compiles, disk hits) all the same; the
+    // warmup's own failure is the one reported.
+    try {
+      write_metrics();
+    } catch (const ToolError& error) {
+      print_warning(error.message);
+    }
+    throw;
+  }
+  write_metrics();
+  if (code == kExitOk && !command.ready_file.empty()) {
+    write_file_atomically(command.ready_file, outcome.ready.dump(2) + "\n", "ready file");
+  }
+  return code;
 }
 
 int run_keys(const KeysCommand& command) {

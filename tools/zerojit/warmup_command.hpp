@@ -37,6 +37,9 @@ struct WarmupCommand {
   bool in_process = false;  // compile in threads of this process, not in worker processes
   bool compile_only = false;
   std::vector<std::string> also;  // misses files whose keys are warmed too
+  // Removed when warmup starts, written (JSON: time, keys, manifest digest) when it succeeded.
+  std::string ready_file;
+  std::string metrics_file;  // the counters after warmup, in Prometheus text format
   bool verbose = false;
   bool json = false;
 };

@@ -4,6 +4,7 @@ the registered Python kernels (zerojit.Kernel), in one compile pool."""
 import dataclasses
 import json
 import os
+import time
 
 from zerojit import _core
 from zerojit.languages import workers as _workers
@@ -231,6 +232,7 @@ def warmup(
     raise_on_failure=True,
     on_key=None,
     group=None,
+    ready_file=None,
 ):
     """Compiles every kernel specialization this configuration can ask for, and loads each on
     every device, so that nothing compiles while serving.
@@ -260,6 +262,9 @@ def warmup(
         key's identity, the archs, the compilers, the configuration) and compares it with every
         other rank's, raising zerojit.RankAgreementError on every rank when they differ or one
         never publishes within the group's timeout (docs/PYTHON.md, "Ranks that agree").
+    ready_file: a path removed when warmup starts and written (atomically, JSON with the time,
+        the keys and their digest) only when it succeeded, i.e. no key failed: a readiness
+        probe's file, as ``zerojit warmup --ready-file`` writes it.
 
     Returns the report as a dict: totals ({"keys", "compiled", "from_disk", "from_memory",
     "failed"}), per-kernel and per-key entries (each key with its origin, time and any error),
@@ -290,6 +295,7 @@ def warmup(
         raise_on_failure,
         on_key,
         group,
+        ready_file,
     )
 
 
@@ -308,6 +314,7 @@ def warmup_kernels(
     raise_on_failure=True,
     on_key=None,
     group=None,
+    ready_file=None,
 ):
     """warmup() of the registered Python kernels only (all, or those in ``kernels``), without
     the DSv4 family; the same options (``group`` included) and report."""
@@ -327,6 +334,7 @@ def warmup_kernels(
         raise_on_failure,
         on_key,
         group,
+        ready_file,
     )
 
 
@@ -346,7 +354,11 @@ def _run(
     raise_on_failure,
     on_key,
     group=None,
+    ready_file=None,
 ):
+    if ready_file is not None:
+        # First: whatever fails from here on, no earlier warmup's file says "ready".
+        _remove_ready_file(ready_file)
     try:
         report, expanded = _warm(
             config_args,
@@ -379,6 +391,8 @@ def _run(
             group.agree(record, report)
         else:  # published for the others to name it; this rank raises its own WarmupError
             group.publish(record)
+    if ready_file is not None and report["ok"]:  # last: ready only once the ranks agree
+        _write_ready_file(ready_file, report, compile_only)
     if raise_on_failure and not report["ok"]:
         failed = [
             {"kernel": k["kernel"], "key": k["key"], "arch": k["arch"], "error": k["error"]}
@@ -453,3 +467,47 @@ def _warm(
     report["ok"] = report["totals"]["failed"] == 0
     report["summary"] = summary
     return report, expanded
+
+
+def _remove_ready_file(path):
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+
+
+def _manifest_digest(report):
+    """FNV-1a (64 bits) of the warmed keys' "kernel\tkey\n" lines, sorted and each once: the
+    digest the tool's ready file carries, equal wherever the same keys were warmed."""
+    lines = sorted({f"{k['kernel']}\t{k['key']}\n" for k in report["keys"]})
+    value = 0xCBF29CE484222325
+    for byte in "".join(lines).encode():
+        value = ((value ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return f"fnv1a64:{value:016x}"
+
+
+def _write_ready_file(path, report, compile_only):
+    document = {
+        "ready": True,
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "keys": report["totals"]["keys"],
+        "archs": report.get("archs", []),
+        "devices": report.get("devices", []),
+        "compile_only": bool(compile_only),
+        "manifest_digest": _manifest_digest(report),
+    }
+    # A temporary file in the same directory renamed over the path: a reader sees the whole
+    # file or none.
+    path = os.fspath(path)
+    temporary = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(temporary, "w", encoding="utf-8") as out:
+            json.dump(document, out, indent=2)
+            out.write("\n")
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.remove(temporary)
+        except OSError:
+            pass
+        raise
