@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Ranks sharing a cold warmup (docs/BENCHMARKS.md, "Processes sharing a cold warmup"): the wall
+# time, from the first start to the last exit, of 1 process with 1 job against N processes with
+# 1 job each, all warming the same keys into one fresh cache directory (compile only, so no GPU
+# is needed). Runs alternate, each in a fresh cache; prints every run and the medians.
+#   bench/shared_warmup.sh BUILD_DIR [processes=2] [repeats=3] [manifest=union]
+set -euo pipefail
+build=$1
+processes=${2:-2}
+repeats=${3:-3}
+manifest=${4:-union}
+bench=$build/bench/zerojit_bench_warmup
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+
+# run N: N processes at once against one fresh cache; prints the wall seconds and their reports.
+run() {
+  local n=$1 cache pids=() start end
+  cache=$(mktemp -d -p "$scratch")
+  start=$(date +%s.%N)
+  for ((p = 0; p < n; ++p)); do
+    "$bench" --mode cold --jobs 1 --manifest "$manifest" --compile-only --cache-dir "$cache" \
+      >"$cache.$p.json" &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid"; done
+  end=$(date +%s.%N)
+  echo "$end - $start" | bc
+  for ((p = 0; p < n; ++p)); do echo "  process $p: $(cat "$cache.$p.json")" >&2; done
+}
+
+median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
+one=() many=()
+for ((r = 0; r < repeats; ++r)); do
+  t=$(run 1)
+  echo "1 process: $t s" >&2
+  one+=("$t")
+  t=$(run "$processes")
+  echo "$processes processes: $t s" >&2
+  many+=("$t")
+done
+m1=$(printf '%s\n' "${one[@]}" | median)
+mn=$(printf '%s\n' "${many[@]}" | median)
+echo "median of $repeats: 1 process $m1 s, $processes processes $mn s, speed-up $(echo "scale=2; $m1 / $mn" | bc)x"
