@@ -25,7 +25,7 @@ run() {
   done
   for pid in "${pids[@]}"; do wait "$pid"; done
   end=$(date +%s.%N)
-  echo "$end - $start" | bc
+  awk -v a="$start" -v b="$end" 'BEGIN { printf "%.3f\n", b - a }'
   for ((p = 0; p < n; ++p)); do echo "  process $p: $(cat "$cache.$p.json")" >&2; done
 }
 
@@ -42,4 +42,5 @@ for ((r = 0; r < repeats; ++r)); do
 done
 m1=$(printf '%s\n' "${one[@]}" | median)
 mn=$(printf '%s\n' "${many[@]}" | median)
-echo "median of $repeats: 1 process $m1 s, $processes processes $mn s, speed-up $(echo "scale=2; $m1 / $mn" | bc)x"
+echo "median of $repeats: 1 process $m1 s, $processes processes $mn s, speed-up" \
+  "$(awk -v a="$m1" -v b="$mn" 'BEGIN { printf "%.2f", a / b }')x"
