@@ -4,6 +4,10 @@
 # 1 job each, all warming the same keys into one fresh cache directory (compile only, so no GPU
 # is needed). Runs alternate, each in a fresh cache; prints every run and the medians.
 #   bench/shared_warmup.sh BUILD_DIR [processes=2] [repeats=3] [manifest=union]
+# SEPARATE_SESSIONS=1 starts each process in a session of its own (setsid), as ranks started by
+# separate launchers are: on a machine shared with other users' work, Linux's autogroup
+# scheduler gives the processes of one session one share of the CPUs together, so N processes
+# of this script's session would get no more CPU than one.
 set -euo pipefail
 build=$1
 processes=${2:-2}
@@ -18,8 +22,10 @@ run() {
   local n=$1 cache pids=() start end
   cache=$(mktemp -d -p "$scratch")
   start=$(date +%s.%N)
+  local launch=()
+  [ "${SEPARATE_SESSIONS:-0}" = 1 ] && launch=(setsid --wait)
   for ((p = 0; p < n; ++p)); do
-    "$bench" --mode cold --jobs 1 --manifest "$manifest" --compile-only --cache-dir "$cache" \
+    "${launch[@]}" "$bench" --mode cold --jobs 1 --manifest "$manifest" --compile-only --cache-dir "$cache" \
       >"$cache.$p.json" &
     pids+=($!)
   done
