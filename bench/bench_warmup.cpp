@@ -285,11 +285,11 @@ int main(int argc, char** argv) {
       "{\"mode\":\"%s\",\"manifest\":\"%s\",\"jobs\":%d,\"keys\":%d,\"compiled\":%d,"
       "\"from_disk\":%d,\"from_memory\":%d,\"failed\":%d,\"devices\":%zu,\"wall_seconds\":%.6f,"
       "\"nvrtc_seconds_sum\":%.6f,\"identity_hash_seconds\":%.6f,\"nvrtc_loaded\":%s,"
-      "\"compile_workers\":%d}\n",
+      "\"compile_workers\":%d,\"deferred\":%d}\n",
       mode.c_str(), manifest_name.c_str(), jobs <= 0 ? default_job_count() : jobs,
       report.total_keys(), report.compiled(), report.from_disk(), report.from_memory(),
       report.failed(), report.devices.size(), wall, nvrtc_seconds, hash_seconds,
-      nvrtc_loaded() ? "true" : "false", report.compile_workers);
+      nvrtc_loaded() ? "true" : "false", report.compile_workers, report.deferred);
   if (per_key) {  // where the time goes, slowest first
     std::vector<const KeyReport*> keys;
     for (const auto& key : report.keys) keys.push_back(&key);

@@ -69,11 +69,24 @@ class ArtifactClaim {
            pending_.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
   }
 
+  // Null when the owner withdrew (a deferred warm): the caller claims again.
   ArtifactPtr wait_for_owner() const { return pending_.get(); }
 
   void fulfil(const ArtifactPtr& artifact) {
     if (!promise_) return;
     promise_->set_value(artifact);
+    promise_.reset();
+  }
+
+  // Gives the claim up unsettled (its warm was deferred): the waiters see no artifact and
+  // claim again, so that a runtime call of the same key waits for the other process itself.
+  void withdraw() {
+    if (!promise_) return;
+    {
+      std::lock_guard lock(mutex_);
+      artifacts_.erase(identity_);
+    }
+    promise_->set_value(nullptr);
     promise_.reset();
   }
 
@@ -137,7 +150,13 @@ ArtifactPtr compile_and_publish(Runtime& runtime, ArtifactStore* store, const Pr
   return compiled;
 }
 
+thread_local bool defer_held_keys = false;
+
 }  // namespace
+
+DeferHeldKeys::DeferHeldKeys() : previous_(defer_held_keys) { defer_held_keys = true; }
+DeferHeldKeys::~DeferHeldKeys() { defer_held_keys = previous_; }
+bool DeferHeldKeys::active() { return defer_held_keys; }
 
 KernelBase::KernelBase(std::string name, const EmbeddedFileSet* files)
     : name_(std::move(name)), files_(files) {
@@ -165,24 +184,47 @@ KernelBase::Acquired KernelBase::acquire(const Acquire& request) {
       program, request.arch, runtime.compiler_version(program.language, request.arch));
 
   Acquired acquired;
-  ArtifactClaim claim(artifacts_mutex_, artifacts_, identity);
-  if (claim.would_wait_for_itself()) {
-    throw Error("kernel " + name_ + " [" + program.key_text +
-                "]: acquired again by the thread that is compiling it (from a monitor, log or "
-                "progress callback?); it would wait for itself");
+  std::optional<ArtifactClaim> claim;
+  while (true) {
+    claim.emplace(artifacts_mutex_, artifacts_, identity);
+    if (claim->would_wait_for_itself()) {
+      throw Error("kernel " + name_ + " [" + program.key_text +
+                  "]: acquired again by the thread that is compiling it (from a monitor, log or "
+                  "progress callback?); it would wait for itself");
+    }
+    if (claim->owned()) break;
+    // rethrows the owner's failure; null when the owner deferred its warm: claim again
+    if ((acquired.artifact = claim->wait_for_owner())) {
+      acquired.origin = ArtifactOrigin::memory;
+      break;
+    }
   }
 
   std::shared_ptr<ArtifactStore> store = runtime.artifact_store();
   try {
-    if (!claim.owned()) {
-      acquired.artifact = claim.wait_for_owner();  // rethrows the owner's failure
-      acquired.origin = ArtifactOrigin::memory;
-    } else if (store && (acquired.artifact = load_from_store(*store, identity, stats_))) {
+    if (!acquired.artifact && store &&
+        (acquired.artifact = load_from_store(*store, identity, stats_))) {
       acquired.origin = ArtifactOrigin::disk;
-      claim.fulfil(acquired.artifact);
+      claim->fulfil(acquired.artifact);
     }
 
     const bool must_compile = acquired.artifact == nullptr;
+    // Cross-process single flight. A warm under DeferHeldKeys does not wait for another
+    // process compiling this identity: it gives the key back (before the monitor hears of a
+    // compile that may never happen here) and warmup returns to it after the unheld keys.
+    std::unique_ptr<CompileGuard> guard;
+    bool locked = false;
+    if (must_compile && store && request.may_defer && DeferHeldKeys::active()) {
+      LockAttempt attempt = store->try_lock(identity);
+      if (attempt.held_elsewhere) {
+        claim->withdraw();
+        acquired.deferred = true;
+        return acquired;
+      }
+      guard = std::move(attempt.guard);
+      locked = true;
+    }
+
     const bool must_load =
         request.device >= 0 && find_executor(request.key, request.device) == nullptr;
     if (must_compile || must_load) {
@@ -191,10 +233,9 @@ KernelBase::Acquired KernelBase::acquire(const Acquire& request) {
     }
 
     if (must_compile) {
-      // Cross-process single flight: wait for another process compiling this identity, then
-      // look again before compiling here.
-      std::unique_ptr<CompileGuard> guard;
-      if (store) guard = store->lock(identity);
+      // Otherwise wait (bounded by the store's lock timeout) for another process compiling this
+      // identity; either way look again before compiling here.
+      if (store && !locked) guard = store->lock(identity);
       if (store && (acquired.artifact = load_from_store(*store, identity, stats_))) {
         acquired.origin = ArtifactOrigin::disk;
       } else {
@@ -202,10 +243,10 @@ KernelBase::Acquired KernelBase::acquire(const Acquire& request) {
             compile_and_publish(runtime, store.get(), program, request.arch, identity, stats_);
         acquired.origin = ArtifactOrigin::compiled;
       }
-      claim.fulfil(acquired.artifact);
+      claim->fulfil(acquired.artifact);
     }
   } catch (...) {
-    claim.abandon();
+    claim->abandon();
     throw;
   }
 

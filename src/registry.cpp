@@ -200,8 +200,10 @@ bool warmup_cancelled(const WarmupOptions& options, std::atomic<bool>& cancelled
   return cancelled.load();
 }
 
-// A key's failure is its report's, never the warmup's: the other keys still warm.
-void warm_key(const Job& job, const WarmupOptions& options, std::atomic<bool>& cancelled,
+// A key's failure is its report's, never the warmup's: the other keys still warm. Returns
+// false when the key was deferred (another process holds its compile lock, and this call was
+// made under DeferHeldKeys): it is neither done nor reported yet, and must be warmed again.
+bool warm_key(const Job& job, const WarmupOptions& options, std::atomic<bool>& cancelled,
               Progress& progress, KeyReport& key) {
   key.kernel = job.entry->kernel->name();
   key.key = job.entry->key_text;
@@ -215,18 +217,70 @@ void warm_key(const Job& job, const WarmupOptions& options, std::atomic<bool>& c
   }
   if (warmup_cancelled(options, cancelled)) {
     key.error = "warmup cancelled before this key started";
-    return;
+    return true;
   }
   const auto key_start = std::chrono::steady_clock::now();
+  bool deferred = false;
   try {
     const WarmResult result = job.entry->warm(*job.arch, *job.devices);
+    deferred = result.deferred;
     key.origin = result.origin;
     key.compile_seconds = result.compile_seconds;
   } catch (const std::exception& error) {
     key.error = error.what();
   }
-  key.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - key_start).count();
+  // A deferred key's two tries add up to its time.
+  key.seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - key_start).count();
+  if (deferred) return false;
   progress.finished(key);
+  return true;
+}
+
+// The jobs in `order`, on up to `jobs` threads, each key once. First every key is tried
+// without waiting for another process (DeferHeldKeys): a key whose compile lock another
+// process holds goes to the end of the list, so that N processes warming one cold cache split
+// the keys between them instead of all waiting on whichever locked each key first. A thread
+// that runs out of fresh keys then takes the deferred ones, this time waiting for their
+// holders (each wait bounded by the store's lock timeout) and loading what they published, or
+// compiling a key whose holder failed or died without publishing it. Returns how many keys
+// were deferred.
+int warm_all(const std::vector<Job>& jobs, const std::vector<std::size_t>& order, int threads,
+             const WarmupOptions& options, std::atomic<bool>& cancelled, Progress& progress,
+             std::vector<KeyReport>& keys) {
+  std::atomic<std::size_t> next{0};
+  std::mutex deferred_mutex;
+  std::vector<std::size_t> deferred;  // job indices, in the order they were deferred
+  std::size_t next_deferred = 0;
+  int deferred_count = 0;
+  auto take_deferred = [&]() -> std::optional<std::size_t> {
+    std::lock_guard lock(deferred_mutex);
+    if (next_deferred == deferred.size()) return std::nullopt;
+    return deferred[next_deferred++];
+  };
+  // Each thread drains the fresh keys, then the deferred ones. A key deferred by another
+  // thread after this one has finished is still taken: by the thread that deferred it, which
+  // looks at the deferred list only after its own fresh keys.
+  parallel_for(static_cast<std::size_t>(threads), threads, [&](std::size_t) {
+    for (std::size_t position = next.fetch_add(1); position < jobs.size();
+         position = next.fetch_add(1)) {
+      const std::size_t i = order[position];
+      bool done = false;
+      {
+        DeferHeldKeys defer;
+        done = warm_key(jobs[i], options, cancelled, progress, keys[i]);
+      }
+      if (!done) {
+        std::lock_guard lock(deferred_mutex);
+        deferred.push_back(i);
+        ++deferred_count;
+      }
+    }
+    while (const std::optional<std::size_t> i = take_deferred()) {
+      warm_key(jobs[*i], options, cancelled, progress, keys[*i]);  // waits: never deferred
+    }
+  });
+  return deferred_count;
 }
 
 // Per kernel, in the order the kernels first appear among the keys.
@@ -283,10 +337,7 @@ WarmupReport run_warmup(const Manifest& manifest, const WarmupOptions& options) 
   }
   Progress progress(options.progress, jobs.size(), options.on_progress);
   std::atomic<bool> cancelled{false};
-  parallel_for(jobs.size(), options.jobs, [&](std::size_t position) {
-    const std::size_t i = order[position];
-    warm_key(jobs[i], options, cancelled, progress, report.keys[i]);
-  });
+  report.deferred = warm_all(jobs, order, workers, options, cancelled, progress, report.keys);
 
   report.cancelled = cancelled.load();
   if (pool) {
@@ -361,6 +412,7 @@ std::string WarmupReport::to_json() const {
                     {"compile_workers", compile_workers},
                     {"compile_fallbacks", compile_fallbacks},
                     {"cancelled", cancelled},
+                    {"deferred", deferred},
                     {"totals",
                      {{"keys", total_keys()},
                       {"compiled", compiled()},

@@ -19,6 +19,12 @@ class CompileGuard {
   virtual ~CompileGuard() = default;
 };
 
+// What a lock that does not wait found (ArtifactStore::try_lock).
+struct LockAttempt {
+  std::unique_ptr<CompileGuard> guard;  // taken: this process compiles (null: cannot lock)
+  bool held_elsewhere = false;          // another process holds it now (guard is null)
+};
+
 class ArtifactStore {
  public:
   virtual ~ArtifactStore() = default;
@@ -34,6 +40,12 @@ class ArtifactStore {
 
   // Cross-process single flight for one identity; nullptr when the store cannot lock.
   virtual std::unique_ptr<CompileGuard> lock(const ProgramIdentity& identity) = 0;
+
+  // The same lock, but never waiting for another process: held_elsewhere when one holds it.
+  // Warmup asks this first, so that it compiles the keys nobody holds while other processes
+  // compile theirs, and waits (lock) for the held ones only at the end (docs/CACHE.md,
+  // "Warmups share the work"). A store with no such lock waits here as lock does.
+  virtual LockAttempt try_lock(const ProgramIdentity& identity) { return {lock(identity), false}; }
 
   // A remembered NVRTC version for a library fingerprint (see Runtime::nvrtc_version), so a
   // process that finds every artifact on disk never has to load NVRTC to name its version.

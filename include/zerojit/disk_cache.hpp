@@ -164,6 +164,7 @@ class DiskCache final : public ArtifactStore {
   std::optional<CompiledArtifact> find(const ProgramIdentity& identity) override;
   void publish(const CompiledArtifact& artifact) noexcept override;
   std::unique_ptr<CompileGuard> lock(const ProgramIdentity& identity) override;
+  LockAttempt try_lock(const ProgramIdentity& identity) override;
   std::optional<std::string> recall_nvrtc_version(std::string_view fingerprint) override;
   void remember_nvrtc_version(std::string_view fingerprint,
                               std::string_view version) noexcept override;
@@ -205,6 +206,9 @@ class DiskCache final : public ArtifactStore {
       const std::function<std::string(Language language)>& compiler_version);
 
  private:
+  // lock (wait: up to the lock timeout) and try_lock (no wait) in one.
+  LockAttempt lock_identity(const ProgramIdentity& identity, bool wait);
+
   // Shared with the lock guards handed out, which may outlive a store being replaced.
   std::shared_ptr<detail::DiskCacheImpl> impl_;
 };

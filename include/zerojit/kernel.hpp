@@ -71,6 +71,27 @@ struct WarmResult {
   double compile_seconds = 0.0;  // NVRTC time (0 unless compiled)
   double seconds = 0.0;          // wall time of the whole warm call
   int devices_loaded = 0;
+  // Not warmed yet: another process holds the key's compile lock, and the call was made under
+  // DeferHeldKeys. Nothing else of the result is meaningful; warm the key again later.
+  bool deferred = false;
+};
+
+// While one lives, the warm calls of this thread do not wait for another process compiling
+// their key (its compile lock in the artifact store held): they return at once with
+// WarmResult::deferred, so that warmup compiles the keys nobody holds first and comes back to
+// the held ones at the end (docs/CACHE.md, "Warmups share the work"). Without it, N ranks
+// warming one cold cache in the same order all wait on whichever rank locked each key first,
+// and warm no faster than one. Only warm defers; every other acquire waits as before.
+class DeferHeldKeys {
+ public:
+  DeferHeldKeys();
+  ~DeferHeldKeys();
+  DeferHeldKeys(const DeferHeldKeys&) = delete;
+  DeferHeldKeys& operator=(const DeferHeldKeys&) = delete;
+  static bool active();
+
+ private:
+  bool previous_;
 };
 
 // A key of a kernel named by its text (a learned miss's: misses.hpp), with what warmup needs.
@@ -170,6 +191,7 @@ class KernelBase {
     std::string_view arch{};
     int device = -1;         // load on this device; -1: compile (and store) only
     bool launching = false;  // a launch's miss: counted as one, refused while capturing
+    bool may_defer = false;  // warm's: under DeferHeldKeys, a key held elsewhere is deferred
     cuda::Stream stream = nullptr;
     DescriptorText descriptors{};
   };
@@ -177,6 +199,7 @@ class KernelBase {
     std::shared_ptr<const CompiledArtifact> artifact;
     ArtifactOrigin origin = ArtifactOrigin::compiled;
     const LoadedFunction* function = nullptr;  // when a device was asked for
+    bool deferred = false;                     // may_defer and held by another process: no artifact
   };
 
   // The slow path, for launches that missed and for warmup alike: the artifact from the first
@@ -364,8 +387,13 @@ class JitKernel : public KernelBase {
     const auto start = std::chrono::steady_clock::now();
     WarmResult result;
     const Program prog = program(key);
-    Acquire request{.key = &key, .program = &prog, .arch = arch};
+    Acquire request{.key = &key, .program = &prog, .arch = arch, .may_defer = true};
     const Acquired compiled = acquire(request);
+    request.may_defer = false;
+    if (compiled.deferred) {
+      result.deferred = true;
+      return result;
+    }
     result.origin = compiled.origin;
     if (result.origin == ArtifactOrigin::compiled) {
       result.compile_seconds = compiled.artifact->compile_seconds;

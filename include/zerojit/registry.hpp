@@ -118,6 +118,9 @@ struct WarmupReport {
   int compile_workers = 0;    // worker processes forked for the compiles (compile_processes)
   int compile_fallbacks = 0;  // compiles run in this process because a worker failed
   bool cancelled = false;     // cancel_requested stopped it: some keys never started
+  // Keys put off because another process held their compile lock, warmed after the others
+  // (each is still counted once, by how it was finally warmed).
+  int deferred = 0;
 
   int total_keys() const;
   int from_memory() const;

@@ -166,6 +166,7 @@ class TieredStore final : public ArtifactStore {
   std::optional<CompiledArtifact> find(const ProgramIdentity& identity) override;
   void publish(const CompiledArtifact& artifact) noexcept override;
   std::unique_ptr<CompileGuard> lock(const ProgramIdentity& identity) override;
+  LockAttempt try_lock(const ProgramIdentity& identity) override;
   std::optional<std::string> recall_nvrtc_version(std::string_view fingerprint) override;
   void remember_nvrtc_version(std::string_view fingerprint,
                               std::string_view version) noexcept override;
@@ -178,6 +179,9 @@ class TieredStore final : public ArtifactStore {
   struct Pending;  // an identity between lock() and the guard's release
 
  private:
+  std::unique_ptr<CompileGuard> guard_with(const ProgramIdentity& identity,
+                                           std::unique_ptr<CompileGuard> local);
+
   std::shared_ptr<ArtifactStore> local_;
   std::shared_ptr<RemoteCache> remote_;
   std::shared_ptr<Pending> pending_;

@@ -371,9 +371,18 @@ void DiskCache::publish(const CompiledArtifact& artifact) noexcept {
 // name gone or naming another file, and starts over on the current one. So at any moment one
 // file per identity is the lock, and gc may remove a lock file that it can lock itself.
 std::unique_ptr<CompileGuard> DiskCache::lock(const ProgramIdentity& identity) {
+  return lock_identity(identity, true).guard;
+}
+
+// A holder is never waited for: warmup moves on to other keys and comes back (kernel.cpp).
+LockAttempt DiskCache::try_lock(const ProgramIdentity& identity) {
+  return lock_identity(identity, false);
+}
+
+LockAttempt DiskCache::lock_identity(const ProgramIdentity& identity, bool wait) {
   detail::DiskCacheImpl& s = *impl_;
   s.ensure_open();
-  if (s.writable_layer() == nullptr || !s.locks.valid() || s.is_skipped(identity)) return nullptr;
+  if (s.writable_layer() == nullptr || !s.locks.valid() || s.is_skipped(identity)) return {};
   const std::string name = identity.hex() + ".lock";
   const std::string path = s.options.root.string() + "/" + kLocksDir + "/" + name;
   const auto start = std::chrono::steady_clock::now();
@@ -390,20 +399,21 @@ std::unique_ptr<CompileGuard> DiskCache::lock(const ProgramIdentity& identity) {
       } else if (errno == EISDIR) {
         s.skip(identity, "lock file " + path + " is not a regular file (a directory); remove it");
       }
-      return nullptr;  // cannot lock: compile without waiting
+      return {};  // cannot lock: compile without waiting
     }
     struct stat opened {};
-    if (::fstat(file.get(), &opened) != 0) return nullptr;
+    if (::fstat(file.get(), &opened) != 0) return {};
     if (!S_ISREG(opened.st_mode)) {
       s.skip(identity, "lock file " + path + " is not a regular file (" +
                            (S_ISFIFO(opened.st_mode)  ? "a FIFO"
                             : S_ISDIR(opened.st_mode) ? "a directory"
                                                       : "a device or socket") +
                            "); remove it");
-      return nullptr;
+      return {};
     }
     while (!flock_retrying(file.get(), LOCK_EX | LOCK_NB)) {
-      if (errno != EWOULDBLOCK) return nullptr;
+      if (errno != EWOULDBLOCK) return {};
+      if (!wait) return {.guard = nullptr, .held_elsewhere = true};
       if (!waited) {
         waited = true;
         s.lock_waits.fetch_add(1, std::memory_order_relaxed);
@@ -413,7 +423,7 @@ std::unique_ptr<CompileGuard> DiskCache::lock(const ProgramIdentity& identity) {
         s.warn("waited " + detail::seconds_text(std::chrono::steady_clock::now() - start) +
                " s for another process to compile identity " + identity.hex() + " (lock " + path +
                "); compiling it in this process instead");
-        return nullptr;
+        return {};
       }
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::milliseconds(50));
@@ -423,7 +433,7 @@ std::unique_ptr<CompileGuard> DiskCache::lock(const ProgramIdentity& identity) {
     if (::fstat(file.get(), &held) == 0 &&
         ::fstatat(s.locks.get(), name.c_str(), &current, AT_SYMLINK_NOFOLLOW) == 0 &&
         same_file(held, current)) {
-      return std::make_unique<FileLockGuard>(impl_, std::move(file), name);
+      return {.guard = std::make_unique<FileLockGuard>(impl_, std::move(file), name)};
     }
     // The previous holder unlinked it on release: take the lock on the current file.
   }

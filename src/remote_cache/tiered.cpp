@@ -105,7 +105,19 @@ void TieredStore::publish(const CompiledArtifact& artifact) noexcept {
 std::unique_ptr<CompileGuard> TieredStore::lock(const ProgramIdentity& identity) {
   // The local lock first (it may wait for another process of this host); a store that cannot
   // lock (read-only root, memory only) still gets the remote's single flight.
-  std::unique_ptr<CompileGuard> local = local_ ? local_->lock(identity) : nullptr;
+  return guard_with(identity, local_ ? local_->lock(identity) : nullptr);
+}
+
+// Only the local lock is tried without waiting: another process of this host holds it. The
+// remote's lock is taken in the find that follows (its wait is bounded by its own expiry).
+LockAttempt TieredStore::try_lock(const ProgramIdentity& identity) {
+  LockAttempt local = local_ ? local_->try_lock(identity) : LockAttempt{};
+  if (local.held_elsewhere) return local;
+  return {.guard = guard_with(identity, std::move(local.guard))};
+}
+
+std::unique_ptr<CompileGuard> TieredStore::guard_with(const ProgramIdentity& identity,
+                                                      std::unique_ptr<CompileGuard> local) {
   std::string name = identity.hex();
   bool owns = false;
   {

@@ -4,12 +4,14 @@
 //
 //   zerojit_cache_worker --cache-dir DIR [--layer DIR]... [--max-bytes N] [--allow-shared]
 //                        [--lock-timeout-ms N] [--file-size-limit N] [--drop-write-override]
-//                        [--arch ARCH] [--jobs N] [--hold-lock INDEX]
+//                        [--arch ARCH] [--jobs N] [--hold-lock INDEX] [--progress-lines]
 //
 // --drop-write-override: when running as root, drop the capabilities that let root write
 //   where file modes forbid it, so that a read-only directory is read-only for this process.
 // --hold-lock INDEX: take the cache lock of manifest entry INDEX, print {"locked":true}, and
 //   sleep until killed (a compiling process that dies holding its lock).
+// --progress-lines: print {"done":N,"kernel":...,"key":...,"origin":...} as each key is done,
+//   in the order they finish (a test reads the order while the warmup still runs).
 #include <linux/capability.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -61,6 +63,7 @@ int main(int argc, char** argv) {
   int hold_lock = -1;
   long long file_size_limit = -1;
   bool drop_override = false;
+  bool progress_lines = false;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     auto value = [&]() -> std::string {
@@ -87,6 +90,8 @@ int main(int argc, char** argv) {
       jobs = std::stoi(value());
     } else if (arg == "--hold-lock") {
       hold_lock = std::stoi(value());
+    } else if (arg == "--progress-lines") {
+      progress_lines = true;
     } else {
       usage("unknown argument " + std::string(arg));
     }
@@ -135,6 +140,18 @@ int main(int argc, char** argv) {
   warmup.jobs = jobs;
   warmup.progress = zerojit::ProgressStyle::none;
   warmup.arm_monitor = false;
+  if (progress_lines) {
+    warmup.on_progress = [](const zerojit::WarmupProgress& progress) {
+      const zerojit::KeyReport& key = *progress.key;
+      const nlohmann::ordered_json line = {
+          {"done", progress.done},
+          {"kernel", key.kernel},
+          {"key", key.key},
+          {"origin", key.error.empty() ? zerojit::to_string(key.origin) : "failed"}};
+      std::printf("%s\n", line.dump().c_str());
+      std::fflush(stdout);
+    };
+  }
   const zerojit::WarmupReport report = registry.warmup(warmup);
   ::setrlimit(RLIMIT_FSIZE, &original_limit);  // standard output may be a file
 
@@ -146,6 +163,7 @@ int main(int argc, char** argv) {
               {"from_disk", report.from_disk()},
               {"from_memory", report.from_memory()},
               {"failed", report.failed()},
+              {"deferred", report.deferred},
               {"nvrtc_loaded", zerojit::nvrtc_loaded()},
               {"state", zerojit::to_string(cache->state())},
               {"counters",

@@ -269,7 +269,8 @@ def warmup(
     Returns the report as a dict: totals ({"keys", "compiled", "from_disk", "from_memory",
     "failed"}), per-kernel and per-key entries (each key with its origin, time and any error),
     archs, devices, wall_seconds, monitor_armed, compile_workers, compile_fallbacks, cancelled,
-    plus "ok" and a one-line "summary". A failing key does not stop the others. Ctrl-C (or a
+    deferred (keys another process was compiling, warmed after the others), plus "ok" and a
+    one-line "summary". A failing key does not stop the others. Ctrl-C (or a
     KeyboardInterrupt from on_key) stops it between keys and is raised once the keys in flight
     are done; the monitor is then not armed.
     """
