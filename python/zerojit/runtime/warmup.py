@@ -4,6 +4,7 @@ the registered Python kernels (zerojit.Kernel), in one compile pool."""
 import dataclasses
 import json
 import os
+import warnings
 
 from zerojit import _core
 from zerojit.languages import workers as _workers
@@ -21,6 +22,9 @@ __all__ = [
     "kernel_manifest",
     "key_of",
     "warmup_kernels",
+    "set_misses_file",
+    "misses_file",
+    "wait_background_compiles",
 ]
 
 # (kernel, tag, space or None), in registration order; a (kernel, tag) pair once.
@@ -69,19 +73,114 @@ def _expanded(kernels=None):
         if selected is not None and id(kernel) not in selected:
             continue
         slots, failed, dead_axes = [], [], []
+        points = [] if kernel.has_fallbacks() else None
         try:
-            expansion = kernel.expand(space)
+            expansion = kernel.expand(space, points)
             dead_axes = expansion.dead_axes
         except Exception as error:  # the whole space: one failed "key" naming the kernel
             failed.append(("warmup space", "{}", _failure_text("its warmup space", error)))
             expansion = None
+        keys = []
         for key in expansion.keys if expansion is not None else ():
             try:
                 slots.append(kernel.slot(key))
+                keys.append(key)
             except Exception as error:  # this key's program: the other keys still warm
                 failed.append((_key_text(key), _key_json(key), _failure_text("program()", error)))
+        if points is not None:
+            _add_fallbacks(kernel, keys, points, slots, failed)
         out.append((kernel._core, tag, slots, dead_axes, failed))
     return out
+
+
+def _add_fallbacks(kernel, keys, points, slots, failed):
+    """The fallback of every key of the space, after the keys (the C++ registry's rule,
+    registry.hpp): a key whose fallback would refuse a call the key accepts fails, naming
+    both keys and why; its fallback and the other keys still warm."""
+    refused, warmed = {}, set(keys)
+    for point, key in [(None, key) for key in keys] + points:
+        if key in refused or key not in warmed:
+            continue
+        try:
+            fallback = kernel.fallback_key(key)
+            if fallback is None:
+                continue
+            fallback_slot = kernel.slot(fallback)
+            if fallback_slot not in slots:
+                slots.append(fallback_slot)
+            why = kernel.fallback_refusal(key, fallback, point)
+            if why:
+                where = f" ({point})" if point is not None else ""
+                refused[key] = (
+                    f"key [{kernel.key_text(key)}]: its fallback [{kernel.key_text(fallback)}] "
+                    f"would refuse a call the key accepts{where}: {why}"
+                )
+        except Exception as error:  # the owner's fallback() or the fallback's program()
+            refused[key] = _failure_text("fallback()", error)
+    for key, why in refused.items():
+        slot = kernel.slot(key)
+        if slot in slots:
+            slots.remove(slot)
+        failed.append((kernel.key_text(key), _key_json(key), why))
+
+
+def _add_learned(also):
+    """Adds the keys of the misses files ``also`` names (one path or a list) to the warmup:
+    each key of a Python kernel of this process, read back through its owner's Key. A damaged
+    line, a kernel this process does not define or a key its owner cannot read is skipped and
+    named in one warning; the other keys are added."""
+    from zerojit.languages.owner import KernelOwner
+
+    paths = [also] if isinstance(also, (str, bytes, os.PathLike)) else list(also)
+    by_kernel, notes = {}, []
+    for path in paths:
+        misses, skipped = _core.read_misses(os.fsdecode(path))
+        notes += [f"{os.fsdecode(path)}: {line}" for line in skipped]
+        for kernel_name, key_text, key_json, _, _ in misses:
+            owner = KernelOwner.named(kernel_name)
+            if owner is None:
+                notes.append(
+                    f"kernel {kernel_name} [{key_text}]: no such Python kernel in this "
+                    "process; not warmed"
+                )
+                continue
+            try:
+                slot = owner.slot(
+                    owner.key_of({"kernel": kernel_name, "key": json.loads(key_json)})
+                )
+            except Exception as error:
+                notes.append(
+                    f"kernel {kernel_name} [{key_text}]: not a key this kernel can "
+                    f"read back ({error}); not warmed"
+                )
+                continue
+            slots = by_kernel.setdefault(owner, [])
+            if slot not in slots:
+                slots.append(slot)
+    if notes:
+        warnings.warn(
+            "zerojit warmup: skipped from the misses files:\n  " + "\n  ".join(notes),
+            stacklevel=3,
+        )
+    return [(owner._core, "learned misses", slots, [], []) for owner, slots in by_kernel.items()]
+
+
+def set_misses_file(path):
+    """Records every runtime miss (a call whose key was not warmed, after warmup) as a line of
+    the file at ``path`` (None: stop recording; unset, $ZEROJIT_MISSES_FILE names it), so that
+    the next boot warms those keys too: ``warmup_kernels(also=path)``."""
+    _core.set_misses_file(None if path is None else os.fsdecode(path))
+
+
+def misses_file():
+    """The file runtime misses are recorded to, or None."""
+    return _core.misses_file()
+
+
+def wait_background_compiles(timeout):
+    """Waits until the fallback mode's background compiles are done, at most ``timeout``
+    seconds; whether they are."""
+    return _core.wait_background_compiles(float(timeout))
 
 
 def _failure_text(what, error):
@@ -220,6 +319,7 @@ def warmup(
     kernels=True,
     raise_on_failure=True,
     on_key=None,
+    also=None,
 ):
     """Compiles every kernel specialization this configuration can ask for, and loads each on
     every device, so that nothing compiles while serving.
@@ -245,6 +345,9 @@ def warmup(
         the result only). Either way a failed warmup never arms the monitor.
     on_key: called as on_key(kernel, key, origin, seconds, error, done, total) when each key
         is done, from a worker thread (zerojit.hooks.tqdm_progress draws a tqdm bar with it).
+    also: a misses file, or a list of them (zerojit.set_misses_file records one): their keys
+        of the Python kernels of this process are warmed too (a damaged line, or a kernel this
+        process does not define, is skipped and named in a warning).
 
     Returns the report as a dict: totals ({"keys", "compiled", "from_disk", "from_memory",
     "failed"}), per-kernel and per-key entries (each key with its origin, time and any error),
@@ -268,6 +371,7 @@ def warmup(
         kernels,
         raise_on_failure,
         on_key,
+        also,
     )
 
 
@@ -285,9 +389,11 @@ def warmup_kernels(
     compile_processes=False,
     raise_on_failure=True,
     on_key=None,
+    also=None,
 ):
     """warmup() of the registered Python kernels only (all, or those in ``kernels``), without
-    the DSv4 family; the same options and report."""
+    the DSv4 family; the same options and report. ``also``: misses files whose keys are warmed
+    too (see warmup)."""
     return _run(
         {},
         False,
@@ -303,6 +409,7 @@ def warmup_kernels(
         True if kernels is None else list(kernels),
         raise_on_failure,
         on_key,
+        also,
     )
 
 
@@ -321,6 +428,7 @@ def _run(
     kernels,
     raise_on_failure,
     on_key,
+    also=None,
 ):
     if os.environ.get("ZEROJIT_COMPILE_WORKER"):
         raise WarmupError(
@@ -339,6 +447,9 @@ def _run(
     try:
         if kernels is not False:
             _prestart(kernels, compile_only, devices, arch)
+        expanded = None if kernels is False else _expanded(None if kernels is True else kernels)
+        if also is not None:
+            expanded = (expanded or []) + _add_learned(also)
         report_json, summary = _core.warmup(
             **config_args,
             devices=list(devices) if devices is not None else [],
@@ -348,7 +459,7 @@ def _run(
             progress=progress,
             arm_monitor=bool(arm_monitor),
             compile_processes=bool(compile_processes),
-            kernels=None if kernels is False else _expanded(None if kernels is True else kernels),
+            kernels=expanded,
             dsv4=dsv4,
             on_key=on_key,
         )
