@@ -8,6 +8,7 @@ Run by the ctest zerojit_python_stub (ZEROJIT_TESTING_CUDA_DRIVER names the stub
 skips, saying why, elsewhere."""
 
 import dataclasses
+import importlib.util
 import os
 import sys
 import tempfile
@@ -22,6 +23,9 @@ import zerojit  # noqa: E402
 from zerojit import DType, Geometry, Program, Space, TensorDesc  # noqa: E402
 
 NEEDS_NVRTC = unittest.skipUnless(zerojit.nvrtc_available(), "NVRTC is not available")
+NEEDS_TRITON = unittest.skipUnless(
+    importlib.util.find_spec("triton"), "Triton is not installed in this interpreter"
+)
 
 # Two programs of one source: the key's (its extent a compile-time constant) and the fallback's
 # (any extent), told apart by the function the stub records.
@@ -211,6 +215,62 @@ class FallbackServing(FallbackTest):
             said = "\n".join(str(w.message) for w in caught)
             self.assertIn("line 2", said)
             self.assertIn("tests.fallback.gone", said)
+
+
+class TritonScale(zerojit.TritonKernel):
+    """masked_add with its block chosen from n; the 256 block serves every other block."""
+
+    name = "tests.fallback.triton"
+    fn = "triton_test_kernels:masked_add"
+
+    @dataclasses.dataclass(frozen=True)
+    class Key:
+        block: int
+
+    def dispatch(self, n):
+        return self.Key(1024 if n >= 4096 else 256 if n >= 1000 else 128)
+
+    def fallback(self, key):
+        return self.Key(256)
+
+    def program(self, key):
+        return zerojit.TritonProgram(
+            signature={
+                "x_ptr": "*fp32",
+                "y_ptr": "*fp32",
+                "out_ptr": "*fp32",
+                "n": "i32",
+                "alpha": "fp32",
+            },
+            constexprs={"BLOCK": key.block},
+            options={"num_warps": 2},
+        )
+
+    def grid(self, key, n):
+        return (-(-n // key.block),)
+
+    def warmup_space(self):
+        return Space(
+            lambda p: {"x_ptr": TensorDesc.contiguous(DType.f32, (p["n"],)), "n": p["n"]}
+        ).choices("n", [4096])
+
+
+@stub.NEEDS_STUB
+@NEEDS_TRITON
+class TritonFallback(FallbackTest):
+    def test_a_triton_miss_launches_the_fallback_then_its_key(self):
+        report = self.warm(TritonScale)
+        self.assertEqual({k["key"] for k in report["keys"]}, {"block=1024", "block=256"})
+        self.serve()
+        x, y, out = (stub.cuda_tensor((300,)) for _ in range(3))
+        stub.clear()
+        TritonScale()(x, y, out, 300, 1.0)
+        self.assertEqual([launch["grid"] for launch in stub.events("launch")], [[2, 1, 1]])
+        self.assertEqual(zerojit.monitor.counters()[TritonScale.name]["fallback_launches"], 1)
+        self.assertTrue(zerojit.wait_background_compiles(300))
+        TritonScale()(x, y, out, 300, 1.0)
+        grids = [launch["grid"] for launch in stub.events("launch")]
+        self.assertEqual(grids, [[2, 1, 1], [3, 1, 1]])
 
 
 if __name__ == "__main__":
