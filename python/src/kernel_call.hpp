@@ -8,6 +8,9 @@
 // held, a miss (which may compile) with the GIL released. A call may also take the owner's call
 // options by keyword (the meta-parameters an engine's launcher picks, `compress_ratio=4`): they
 // are no kernel arguments, but reach dispatch and the geometry, so they are part of the memo.
+// In the monitor's fallback mode a key that misses is served by its owner's fallback key (warmed,
+// its specs covering the key's) while the key compiles in the background: here, once for every
+// language, as JitKernel::operator() does for a C++ owner.
 #pragma once
 
 #include <Python.h>
