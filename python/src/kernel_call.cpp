@@ -11,6 +11,7 @@
 #include "bindings.hpp"
 #include "exchange.hpp"
 #include "fast_call.hpp"
+#include "zerojit/log.hpp"
 
 namespace py = pybind11;
 
@@ -222,9 +223,76 @@ KernelCall::KernelCall(DynamicKernel& kernel, Language language, std::vector<std
 KernelCall::~KernelCall() {
   Py_DECREF(resolve_);
   Py_XDECREF(plan_);
+  Py_XDECREF(fallback_);
   for (PyObject* value : defaults_) Py_DECREF(value);
   for (const Option& option : options_) Py_XDECREF(option.fallback);
   for (PyObject* name : option_names_) Py_DECREF(name);
+}
+
+void KernelCall::set_fallback(PyObject* fallback) {
+  Py_XINCREF(fallback);
+  Py_XDECREF(fallback_);
+  fallback_ = fallback;
+  uncovered_.clear();
+}
+
+// Only on a miss in the monitor's fallback mode, so the Python it runs (the owner's fallback
+// and the fallback's geometry for these arguments) costs nothing on a hit; while the key's
+// background compile runs it serves every call, and then it is never asked again.
+std::int64_t KernelCall::serving_fallback(std::int64_t slot, PyObject* const* args,
+                                          Py_ssize_t count, const std::vector<PyObject*>& options,
+                                          FastCall& call, const std::vector<CallValue>& values,
+                                          LaunchGeometry& geometry) {
+  if (uncovered_.count(slot) != 0) return -1;
+  py::object chosen_options = py::none();
+  if (!options_.empty()) {
+    py::dict chosen;
+    for (std::size_t i = 0; i < options_.size(); ++i) {
+      chosen[option_names_[i]] = py::reinterpret_borrow<py::object>(options[i]);
+    }
+    chosen_options = chosen;
+  }
+  py::object result = py::reinterpret_steal<py::object>(PyObject_CallFunctionObjArgs(
+      fallback_, py::int_(slot).ptr(), arguments_tuple(args, count).ptr(), chosen_options.ptr(),
+      nullptr));
+  if (!result) throw py::error_already_set();
+  if (result.is_none()) return -1;
+  const auto pair = result.cast<std::pair<std::int64_t, py::object>>();
+  const std::int64_t fallback = pair.first;
+  const int device = call.device();
+  // The fallback of the fallback is never asked: a fallback equal to its key, or one that is
+  // not warmed on this device, leaves the call to the usual miss (as in warn mode).
+  if (fallback == slot || !packer_->has_spec(fallback) ||
+      !kernel_.has_executor(KeySlot{fallback}, device)) {
+    return -1;
+  }
+  // Warmup refused such a fallback already; a key outside the warmed space is checked here,
+  // once, so that a fallback never launches a call its arguments would be refused by.
+  if (const std::string why = packer_->covers(slot, fallback); !why.empty()) {
+    uncovered_.insert(slot);
+    log_warning("monitor", "kernel " + kernel_.name() + " [" + kernel_.slot_text(slot) +
+                               "]: its fallback [" + kernel_.slot_text(fallback) +
+                               "] does not serve the calls the key accepts (" + why +
+                               "); its misses compile as in warn mode");
+    return -1;
+  }
+  DynamicKernel& kernel = kernel_;
+  const KeySlot key{slot};
+  const std::string arch = Runtime::instance().target_arch(device);
+  const bool served = kernel_.serve_with_fallback(
+      kernel_.slot_text(slot), kernel_.slot_json(slot), describe_values(names_, values),
+      Runtime::instance().backend().is_capturing(call.stream()),
+      [&kernel, key, arch] { (void)kernel.compile(key, arch); });
+  if (!served) return -1;
+  if (!pair.second.is_none()) {
+    const auto fallback_geometry = pair.second.cast<py::tuple>();
+    if (fallback_geometry.size() != 3) {
+      throw Error("kernel " + kernel_.name() + ": a malformed geometry");
+    }
+    geometry = geometry_of(kernel_.name(), fallback_geometry[0], fallback_geometry[1],
+                           fallback_geometry[2]);
+  }
+  return fallback;
 }
 
 void KernelCall::hold_type(PyObject* object) {
@@ -380,10 +448,22 @@ PyObject* KernelCall::call(PyObject* const* args, Py_ssize_t count, PyObject* ke
   const std::uint64_t hash = CallMemo::hash(fingerprint);
   const CallMemo::Entry* found = memo_.find(fingerprint, hash);
   if (found == nullptr) found = &resolve(args, count, values, options, fingerprint, hash);
-  const std::int64_t slot = found->slot;
+  std::int64_t slot = found->slot;
 
   PackedCall packed;
   packed.geometry = found->geometry;
+  // The monitor's fallback mode: a key that misses on the call's device launches its owner's
+  // fallback (warmed, covering it) while the key compiles in the background.
+  bool by_fallback = false;
+  if (fallback_ != nullptr && Monitor::instance().serving_through_misses() &&
+      !kernel_.has_executor(KeySlot{slot}, call.device())) {
+    const std::int64_t fallback =
+        serving_fallback(slot, args, count, options, call, values, packed.geometry);
+    if (fallback >= 0) {
+      slot = fallback;
+      by_fallback = true;
+    }
+  }
   py::object result = py::none();
   const std::vector<std::string>* names = &names_;
   std::vector<CallValue>* launched = &values;
@@ -402,6 +482,7 @@ PyObject* KernelCall::call(PyObject* const* args, Py_ssize_t count, PyObject* ke
   const cuda::ScopedDevice scoped(target.device);
   if (kernel_.has_executor(key, target.device)) {
     kernel_.launch_packed(key, packed, target);
+    if (by_fallback) kernel_.count_fallback_launch();
     return result.release().ptr();
   }
   // A miss (slow anyway, and it may compile) describes its arguments for the monitor's and
@@ -508,6 +589,18 @@ void bind_kernel_call(py::module_& module) {
                KernelCall* launcher = kernel_call_of(capsule.ptr());
                if (launcher == nullptr) throw py::error_already_set();
                launcher->packer().set_spec(slot, spec);
+             });
+  module.def("kernel_call_set_fallback", [](py::object capsule, py::object fallback) {
+    KernelCall* launcher = kernel_call_of(capsule.ptr());
+    if (launcher == nullptr) throw py::error_already_set();
+    launcher->set_fallback(fallback.is_none() ? nullptr : fallback.ptr());
+  });
+  // "" when every call `slot`'s spec accepts, `fallback`'s accepts too; else why not.
+  module.def("kernel_call_covers",
+             [](py::object capsule, std::int64_t slot, std::int64_t fallback) {
+               KernelCall* launcher = kernel_call_of(capsule.ptr());
+               if (launcher == nullptr) throw py::error_already_set();
+               return launcher->covers(slot, fallback);
              });
   module.def("kernel_call_forget_memo", [](py::object capsule) {
     KernelCall* launcher = kernel_call_of(capsule.ptr());

@@ -8,6 +8,9 @@
 // held, a miss (which may compile) with the GIL released. A call may also take the owner's call
 // options by keyword (the meta-parameters an engine's launcher picks, `compress_ratio=4`): they
 // are no kernel arguments, but reach dispatch and the geometry, so they are part of the memo.
+// In the monitor's fallback mode a key that misses is served by its owner's fallback key (warmed,
+// its specs covering the key's) while the key compiles in the background: here, once for every
+// language, as JitKernel::operator() does for a C++ owner.
 #pragma once
 
 #include <Python.h>
@@ -58,6 +61,14 @@ class KernelCall {
   PyObject* call(PyObject* const* args, Py_ssize_t count, PyObject* keywords,
                  PyObject* const* keyword_values);
   void forget_memo() { memo_.clear(); }
+  // The owner's fallback (a kernel that declares `fallback(key)`): called as
+  // fallback(slot, args, options or None) on a miss in the monitor's fallback mode, it returns
+  // None or (the fallback's slot, its geometry for these arguments), as resolve does.
+  void set_fallback(PyObject* fallback);
+  // Whether every call `slot`'s spec accepts, `fallback`'s accepts too: "" or why not.
+  std::string covers(std::int64_t slot, std::int64_t fallback) const {
+    return packer_->covers(slot, fallback);
+  }
 
  private:
   const CallMemo::Entry& resolve(PyObject* const* args, Py_ssize_t count,
@@ -69,6 +80,12 @@ class KernelCall {
   PyObject* read_keywords(PyObject* keywords, PyObject* const* keyword_values,
                           std::vector<PyObject*>& chosen) const;
   [[noreturn]] void unknown_keyword(PyObject* name) const;
+  // The slot that serves a call whose key (`slot`) missed on the call's device, or -1 (the
+  // usual miss): the owner's fallback, warmed there and covering the key, while the key compiles
+  // in the background (KernelBase::serve_with_fallback). Sets the fallback's geometry.
+  std::int64_t serving_fallback(std::int64_t slot, PyObject* const* args, Py_ssize_t count,
+                                const std::vector<PyObject*>& options, FastCall& call,
+                                const std::vector<CallValue>& values, LaunchGeometry& geometry);
   // Runs the per-call plan: the launch's values (in `values`), its geometry, and its result.
   PyObject* plan_call(std::int64_t slot, PyObject* const* args, Py_ssize_t count, FastCall& call,
                       std::vector<CallValue>& values, LaunchGeometry& geometry);
@@ -82,6 +99,8 @@ class KernelCall {
   std::vector<bool> memoized_;
   PyObject* resolve_;                    // a strong reference
   PyObject* plan_;                       // a strong reference, or nullptr
+  PyObject* fallback_ = nullptr;         // a strong reference, or nullptr: no fallbacks
+  std::set<std::int64_t> uncovered_;     // keys whose fallback was found not to cover them
   std::vector<PyObject*> defaults_;      // strong references, for the parameters after required_
   std::vector<Option> options_;          // the call options, in declaration order
   std::vector<PyObject*> option_names_;  // interned str of each option, for keyword lookups

@@ -4,6 +4,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -16,7 +18,9 @@
 #include "dsv4/family.hpp"
 #include "environment.hpp"
 #include "py_kernel.hpp"
+#include "zerojit/background.hpp"
 #include "zerojit/disk_cache.hpp"
+#include "zerojit/misses.hpp"
 #include "zerojit/zerojit.hpp"
 
 namespace py = pybind11;
@@ -281,6 +285,36 @@ void bind_runtime(py::module_& module) {
   module.def("monitor_reset_events", [] { Monitor::instance().reset_events(); });
 
   module.def("set_cache_dir", &set_cache_dir, py::arg("root"));
+  // Learned misses (misses.hpp): where runtime misses are recorded, and a file read back as
+  // ([(kernel, key text, key JSON, descriptors, count)], ["line N: why" per skipped line]).
+  module.def(
+      "set_misses_file", [](std::optional<std::string> path) { set_misses_file(std::move(path)); },
+      py::arg("path"));
+  module.def("misses_file", [] { return misses_file(); });
+  module.def(
+      "read_misses",
+      [](const std::string& path) {
+        const MissesFile file = read_misses(path);
+        std::vector<std::tuple<std::string, std::string, std::string, std::string, std::uint64_t>>
+            misses;
+        for (const LearnedMiss& miss : file.misses) {
+          misses.emplace_back(miss.kernel, miss.key_text, miss.key_json, miss.descriptors,
+                              miss.count);
+        }
+        return std::pair{misses, file.skipped};
+      },
+      py::arg("path"));
+  // Waits (without the GIL: a compile may need it) until no background compile of the
+  // fallback mode is queued or running, at most `timeout` seconds; whether they are done.
+  module.def(
+      "wait_background_compiles",
+      [](double timeout) {
+        const auto bound =
+            std::chrono::milliseconds(static_cast<std::int64_t>(std::max(0.0, timeout) * 1000.0));
+        const py::gil_scoped_release release;
+        return BackgroundCompiles::instance().wait_idle(bound);
+      },
+      py::arg("timeout"));
   // The module's yes/no variables by the library's rule (zerojit.runtime.environment.flag).
   module.def(
       "environment_flag",

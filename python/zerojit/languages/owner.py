@@ -76,6 +76,9 @@ class KernelOwner:
         self._slots = {}
         self._keys = {}  # slot -> key
         self._setup_owner()
+        if self.has_fallbacks():
+            # Asked by the call path only on a miss in the monitor's fallback mode.
+            _core.kernel_call_set_fallback(self._launcher, self._fallback_resolve)
         KernelOwner._names[name] = cls
 
     def _setup_owner(self):
@@ -100,7 +103,59 @@ class KernelOwner:
     def warmup_space(self):
         return None
 
+    def fallback(self, key):
+        """A covering key for ``key`` (its program serves every call ``key`` accepts, less
+        specialized), or None. Warmup warms the fallback of every key of the space; in the
+        monitor's fallback mode a call whose key misses launches the warmed fallback at once
+        while the key compiles in the background."""
+        return None
+
     # --- What the base provides ----------------------------------------------------------------
+    def has_fallbacks(self):
+        """Whether the owner declares fallback(key)."""
+        return type(self).fallback is not KernelOwner.fallback
+
+    def fallback_key(self, key):
+        """The owner's fallback for ``key``, checked; None when it has none or names the key
+        itself (a fallback never falls back again, so nothing can loop)."""
+        if not self.has_fallbacks():
+            return None
+        fallback = self.fallback(key)
+        if fallback is None or fallback == key:
+            return None
+        if type(fallback) is not self.Key:
+            raise InvalidArgument(
+                f"kernel {self.name}: fallback() returned {type(fallback).__name__}, not "
+                f"{self.Key.__name__} or None",
+                self.name,
+                "fallback",
+            )
+        return fallback
+
+    def fallback_refusal(self, key, fallback, point=None):
+        """Why ``fallback`` would refuse a call ``key`` accepts, or None: the two programs'
+        argument specs (the language's packer), then, at a warmup space's point, the checks of
+        the owner's geometry (a language's owner extends ``_point_refusal``)."""
+        why = _core.kernel_call_covers(self._launcher, self.slot(key), self.slot(fallback))
+        if why:
+            return why
+        return None if point is None else self._point_refusal(key, fallback, point)
+
+    def _point_refusal(self, key, fallback, point):
+        return None
+
+    def _fallback_resolve(self, slot, args, options=None):
+        """(slot, geometry) of the fallback that serves a call whose key (``slot``) missed,
+        or None; the call path asks it only then."""
+        fallback = self.fallback_key(self._keys[slot])
+        if fallback is None:
+            return None
+        return self._resolve_key(fallback, args, options)
+
+    def _resolve_key(self, key, args, options=None):
+        """(slot, geometry) of a call launched with ``key`` (its language's owner)."""
+        raise NotImplementedError
+
     def slot(self, key):
         """The core's handle of ``key``, interning it (and building its program) on first use."""
         slot = self._slots.get(key)
@@ -176,14 +231,23 @@ class KernelOwner:
         origin, _ = self._core.compile(self.slot(key), arch)
         return origin
 
-    def expand(self, space=None):
+    def expand(self, space=None, points=None):
         """The warmup space's keys (dispatch evaluated at every kept point), in first-seen
-        order, with its dead axes and point counts."""
+        order, with its dead axes and point counts. ``points``: a list that receives each kept
+        point with its key, as (point, key)."""
         space = space if space is not None else self.warmup_space()
         if space is None:
             raise Error(f"kernel {self.name}: no warmup space (define warmup_space())")
+        dispatch = self._dispatch_point
+        if points is not None:
+
+            def dispatch(point):
+                key = self._dispatch_point(point)
+                points.append((point, key))
+                return key
+
         try:
-            return space.expand(self._dispatch_point)
+            return space.expand(dispatch)
         except Error as error:
             raise type(error)(f"kernel {self.name}: {error}") from error
 

@@ -5,6 +5,7 @@ import dataclasses
 import json
 import os
 import time
+import warnings
 
 from zerojit import _core
 from zerojit.languages import workers as _workers
@@ -23,6 +24,9 @@ __all__ = [
     "kernel_manifest",
     "key_of",
     "warmup_kernels",
+    "set_misses_file",
+    "misses_file",
+    "wait_background_compiles",
 ]
 
 # (kernel, tag, space or None), in registration order; a (kernel, tag) pair once.
@@ -71,19 +75,114 @@ def _expanded(kernels=None):
         if selected is not None and id(kernel) not in selected:
             continue
         slots, failed, dead_axes = [], [], []
+        points = [] if kernel.has_fallbacks() else None
         try:
-            expansion = kernel.expand(space)
+            expansion = kernel.expand(space, points)
             dead_axes = expansion.dead_axes
         except Exception as error:  # the whole space: one failed "key" naming the kernel
             failed.append(("warmup space", "{}", _failure_text("its warmup space", error)))
             expansion = None
+        keys = []
         for key in expansion.keys if expansion is not None else ():
             try:
                 slots.append(kernel.slot(key))
+                keys.append(key)
             except Exception as error:  # this key's program: the other keys still warm
                 failed.append((_key_text(key), _key_json(key), _failure_text("program()", error)))
+        if points is not None:
+            _add_fallbacks(kernel, keys, points, slots, failed)
         out.append((kernel._core, tag, slots, dead_axes, failed))
     return out
+
+
+def _add_fallbacks(kernel, keys, points, slots, failed):
+    """The fallback of every key of the space, after the keys (the C++ registry's rule,
+    registry.hpp): a key whose fallback would refuse a call the key accepts fails, naming
+    both keys and why; its fallback and the other keys still warm."""
+    refused, warmed = {}, set(keys)
+    for point, key in [(None, key) for key in keys] + points:
+        if key in refused or key not in warmed:
+            continue
+        try:
+            fallback = kernel.fallback_key(key)
+            if fallback is None:
+                continue
+            fallback_slot = kernel.slot(fallback)
+            if fallback_slot not in slots:
+                slots.append(fallback_slot)
+            why = kernel.fallback_refusal(key, fallback, point)
+            if why:
+                where = f" ({point})" if point is not None else ""
+                refused[key] = (
+                    f"key [{kernel.key_text(key)}]: its fallback [{kernel.key_text(fallback)}] "
+                    f"would refuse a call the key accepts{where}: {why}"
+                )
+        except Exception as error:  # the owner's fallback() or the fallback's program()
+            refused[key] = _failure_text("fallback()", error)
+    for key, why in refused.items():
+        slot = kernel.slot(key)
+        if slot in slots:
+            slots.remove(slot)
+        failed.append((kernel.key_text(key), _key_json(key), why))
+
+
+def _add_learned(also):
+    """Adds the keys of the misses files ``also`` names (one path or a list) to the warmup:
+    each key of a Python kernel of this process, read back through its owner's Key. A damaged
+    line, a kernel this process does not define or a key its owner cannot read is skipped and
+    named in one warning; the other keys are added."""
+    from zerojit.languages.owner import KernelOwner
+
+    paths = [also] if isinstance(also, (str, bytes, os.PathLike)) else list(also)
+    by_kernel, notes = {}, []
+    for path in paths:
+        misses, skipped = _core.read_misses(os.fsdecode(path))
+        notes += [f"{os.fsdecode(path)}: {line}" for line in skipped]
+        for kernel_name, key_text, key_json, _, _ in misses:
+            owner = KernelOwner.named(kernel_name)
+            if owner is None:
+                notes.append(
+                    f"kernel {kernel_name} [{key_text}]: no such Python kernel in this "
+                    "process; not warmed"
+                )
+                continue
+            try:
+                slot = owner.slot(
+                    owner.key_of({"kernel": kernel_name, "key": json.loads(key_json)})
+                )
+            except Exception as error:
+                notes.append(
+                    f"kernel {kernel_name} [{key_text}]: not a key this kernel can "
+                    f"read back ({error}); not warmed"
+                )
+                continue
+            slots = by_kernel.setdefault(owner, [])
+            if slot not in slots:
+                slots.append(slot)
+    if notes:
+        warnings.warn(
+            "zerojit warmup: skipped from the misses files:\n  " + "\n  ".join(notes),
+            stacklevel=3,
+        )
+    return [(owner._core, "learned misses", slots, [], []) for owner, slots in by_kernel.items()]
+
+
+def set_misses_file(path):
+    """Records every runtime miss (a call whose key was not warmed, after warmup) as a line of
+    the file at ``path`` (None: stop recording; unset, $ZEROJIT_MISSES_FILE names it), so that
+    the next boot warms those keys too: ``warmup_kernels(also=path)``."""
+    _core.set_misses_file(None if path is None else os.fsdecode(path))
+
+
+def misses_file():
+    """The file runtime misses are recorded to, or None."""
+    return _core.misses_file()
+
+
+def wait_background_compiles(timeout):
+    """Waits until the fallback mode's background compiles are done, at most ``timeout``
+    seconds; whether they are."""
+    return _core.wait_background_compiles(float(timeout))
 
 
 def _failure_text(what, error):
@@ -233,6 +332,7 @@ def warmup(
     on_key=None,
     group=None,
     ready_file=None,
+    also=None,
 ):
     """Compiles every kernel specialization this configuration can ask for, and loads each on
     every device, so that nothing compiles while serving.
@@ -265,6 +365,9 @@ def warmup(
     ready_file: a path removed when warmup starts and written (atomically, JSON with the time,
         the keys and their digest) only when it succeeded, i.e. no key failed: a readiness
         probe's file, as ``zerojit warmup --ready-file`` writes it.
+    also: a misses file, or a list of them (zerojit.set_misses_file records one): their keys
+        of the Python kernels of this process are warmed too (a damaged line, or a kernel this
+        process does not define, is skipped and named in a warning).
 
     Returns the report as a dict: totals ({"keys", "compiled", "from_disk", "from_memory",
     "failed"}), per-kernel and per-key entries (each key with its origin, time and any error),
@@ -297,6 +400,7 @@ def warmup(
         on_key,
         group,
         ready_file,
+        also,
     )
 
 
@@ -316,9 +420,10 @@ def warmup_kernels(
     on_key=None,
     group=None,
     ready_file=None,
+    also=None,
 ):
     """warmup() of the registered Python kernels only (all, or those in ``kernels``), without
-    the DSv4 family; the same options (``group`` included) and report."""
+    the DSv4 family; the same options (``group`` and ``also`` included) and report."""
     return _run(
         {},
         False,
@@ -336,6 +441,7 @@ def warmup_kernels(
         on_key,
         group,
         ready_file,
+        also,
     )
 
 
@@ -356,6 +462,7 @@ def _run(
     on_key,
     group=None,
     ready_file=None,
+    also=None,
 ):
     if ready_file is not None:
         # First: whatever fails from here on, no earlier warmup's file says "ready".
@@ -375,6 +482,7 @@ def _run(
             compile_processes,
             kernels,
             on_key,
+            also,
         )
         record = None
         if group is not None:
@@ -428,6 +536,7 @@ def _warm(
     compile_processes,
     kernels,
     on_key,
+    also=None,
 ):
     """The warmup itself: (report, the expanded registrations)."""
     if os.environ.get("ZEROJIT_COMPILE_WORKER"):
@@ -449,6 +558,8 @@ def _warm(
         if kernels is not False:
             _prestart(kernels, compile_only, devices, arch)
             expanded = _expanded(None if kernels is True else kernels)
+        if also is not None:
+            expanded = (expanded or []) + _add_learned(also)
         report_json, summary = _core.warmup(
             **config_args,
             devices=list(devices) if devices is not None else [],

@@ -242,19 +242,45 @@ class Kernel(KernelOwner):
     def _resolve(self, args):
         """(slot, geometry) of a call the memo has not seen: dispatch (and geometry) over the
         arguments they name, bound by name as warmup binds a space's points."""
+        seen = self._seen(args)
+        return self._launch_of(self.dispatch(**{n: seen[n] for n in self._dispatch_names}), seen)
+
+    def _resolve_key(self, key, args, options=None):
+        return self._launch_of(key, self._seen(args))
+
+    def _seen(self, args):
         bound = dict(self._call_defaults)
         bound.update(zip(self._call_names, args))
-        seen = {
+        return {
             n: v if is_scalar(v) else TensorDesc.of(v)
             for n, v in bound.items()
             if n in self._dispatch_names or n in self._geometry_names
         }
-        key = self.dispatch(**{n: seen[n] for n in self._dispatch_names})
+
+    def _launch_of(self, key, seen):
         slot = self.slot(key)
         if type(self).plan is not Kernel.plan:
             return slot, None
         geometry = self.geometry(key, **{n: seen[n] for n in self._geometry_names})
         return slot, _geometry_tuple(self.name, geometry)
+
+    def _point_refusal(self, key, fallback, point):
+        """The geometry's checks at a warmup point that describes what it reads: a fallback
+        whose geometry refuses the point the key's accepts would refuse that call."""
+        if not isinstance(point, dict) or not all(n in point for n in self._geometry_names):
+            return None
+        if type(self).geometry is Kernel.geometry:
+            return None
+        values = {n: point[n] for n in self._geometry_names}
+        try:
+            self.geometry(key, **values)
+        except InvalidArgument:
+            return None  # the key refuses it too: no call to serve
+        try:
+            self.geometry(fallback, **values)
+        except InvalidArgument as error:
+            return str(error)
+        return None
 
     def _plan_call(self, slot, args):
         launch = self.plan(self._keys[slot], *args)

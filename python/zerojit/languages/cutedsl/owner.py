@@ -74,6 +74,9 @@ class CuteKernel(FunctionKernel):
         seen = self._seen(args, options)
         return self.slot(self.dispatch(**{n: seen[n] for n in self._dispatch_names})), None
 
+    def _resolve_key(self, key, args, options=None):
+        return self.slot(key), None
+
     def _specialize(self, key_text, program):
         return _specialize(self.name, key_text, self._source, program)
 

@@ -230,6 +230,12 @@ class TritonKernel(FunctionKernel):
         record."""
         seen = self._seen(args, options)
         key = self.dispatch(**{n: seen[n] for n in self._dispatch_names})
+        return self._launch_of(key, seen)
+
+    def _resolve_key(self, key, args, options=None):
+        return self._launch_of(key, self._seen(args, options))
+
+    def _launch_of(self, key, seen):
         slot = self.slot(key)
         grid = self.grid(key, **{n: seen[n] for n in self._grid_names})
         return slot, (_grid_tuple(self.name, grid), None, 0)
