@@ -108,11 +108,17 @@ std::tuple<std::string, std::string> warmup(
     const std::optional<std::string>& serving_json, const std::vector<int>& devices, int jobs,
     bool compile_only, const std::optional<std::string>& arch, const std::string& progress,
     bool arm_monitor, bool compile_processes, const py::object& kernels_list, bool dsv4_family,
-    const py::object& on_key) {
+    const py::object& on_key, const std::vector<std::tuple<std::string, std::string>>& learned) {
   const dsv4::AttentionKernels kernels(resolve_config(model, model_json, serving_json));
   WarmupRegistry registry;
   if (dsv4_family) kernels.register_warmup(registry);
   add_dynamic_registrations(registry, dynamic_registrations(kernels_list));
+  // Learned misses of the C++ kernels (warmup.py reads the files and keeps the Python kernels'):
+  // each rebuilt from its key text by its kernel; the report's "learned_skipped" names the
+  // others, for warmup.py's warning.
+  MissesFile misses;
+  for (const auto& [kernel, key_text] : learned) misses.misses.push_back({kernel, key_text});
+  const std::vector<std::string> skipped = registry.add_learned(misses);
   // Outlives the GIL's release below: it is polled while the keys compile, and raised after.
   WarmupInterrupt interrupt;
   WarmupOptions options;
@@ -132,7 +138,10 @@ std::tuple<std::string, std::string> warmup(
     report = registry.warmup(options);
   }
   interrupt.raise_if_interrupted();  // Ctrl-C: a KeyboardInterrupt, once the keys in flight end
-  return {report.to_json(), report.summary_line()};
+  if (skipped.empty()) return {report.to_json(), report.summary_line()};
+  nlohmann::ordered_json document = nlohmann::ordered_json::parse(report.to_json());
+  document["learned_skipped"] = skipped;
+  return {document.dump(), report.summary_line()};
 }
 
 // --- Monitor -------------------------------------------------------------------------------
@@ -267,7 +276,8 @@ void bind_runtime(py::module_& module) {
              py::arg("compile_only") = false, py::arg("arch") = py::none(),
              py::arg("progress") = "none", py::arg("arm_monitor") = true,
              py::arg("compile_processes") = false, py::arg("kernels") = py::none(),
-             py::arg("dsv4") = true, py::arg("on_key") = py::none());
+             py::arg("dsv4") = true, py::arg("on_key") = py::none(),
+             py::arg("learned") = std::vector<std::tuple<std::string, std::string>>{});
 
   module.def("monitor_mode", [] { return std::string(to_string(Monitor::instance().mode())); });
   module.def("set_monitor_mode", &set_monitor_mode, py::arg("mode"));

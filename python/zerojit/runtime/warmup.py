@@ -127,24 +127,22 @@ def _add_fallbacks(kernel, keys, points, slots, failed):
 
 
 def _add_learned(also):
-    """Adds the keys of the misses files ``also`` names (one path or a list) to the warmup:
-    each key of a Python kernel of this process, read back through its owner's Key. A damaged
-    line, a kernel this process does not define or a key its owner cannot read is skipped and
-    named in one warning; the other keys are added."""
+    """The keys of the misses files ``also`` names (one path or a list), for the warmup: the
+    registrations of the Python kernels' keys (each read back through its owner's Key), and
+    (kernel, key text) of every other kernel's, for the core to read back (a C++ kernel's, such
+    as the DSv4 family's; the core names one it cannot in a warning). A damaged line or a key a
+    Python owner cannot read is skipped and named in one warning; the other keys are added."""
     from zerojit.languages.owner import KernelOwner
 
     paths = [also] if isinstance(also, (str, bytes, os.PathLike)) else list(also)
-    by_kernel, notes = {}, []
+    by_kernel, notes, learned = {}, [], []
     for path in paths:
         misses, skipped = _core.read_misses(os.fsdecode(path))
         notes += [f"{os.fsdecode(path)}: {line}" for line in skipped]
         for kernel_name, key_text, key_json, _, _ in misses:
             owner = KernelOwner.named(kernel_name)
-            if owner is None:
-                notes.append(
-                    f"kernel {kernel_name} [{key_text}]: no such Python kernel in this "
-                    "process; not warmed"
-                )
+            if owner is None:  # a C++ kernel's (a DSv4 one), or no kernel: the core decides
+                learned.append((kernel_name, key_text))
                 continue
             try:
                 slot = owner.slot(
@@ -164,7 +162,10 @@ def _add_learned(also):
             "zerojit warmup: skipped from the misses files:\n  " + "\n  ".join(notes),
             stacklevel=3,
         )
-    return [(owner._core, "learned misses", slots, [], []) for owner, slots in by_kernel.items()]
+    registrations = [
+        (owner._core, "learned misses", slots, [], []) for owner, slots in by_kernel.items()
+    ]
+    return registrations, learned
 
 
 def set_misses_file(path):
@@ -558,8 +559,10 @@ def _warm(
         if kernels is not False:
             _prestart(kernels, compile_only, devices, arch)
             expanded = _expanded(None if kernels is True else kernels)
+        learned = []
         if also is not None:
-            expanded = (expanded or []) + _add_learned(also)
+            registrations, learned = _add_learned(also)
+            expanded = (expanded or []) + registrations
         report_json, summary = _core.warmup(
             **config_args,
             devices=list(devices) if devices is not None else [],
@@ -572,10 +575,17 @@ def _warm(
             kernels=expanded,
             dsv4=dsv4,
             on_key=on_key,
+            learned=learned,
         )
     finally:
         _workers.shutdown()
     report = json.loads(report_json)
+    skipped = report.pop("learned_skipped", [])
+    if skipped:
+        warnings.warn(
+            "zerojit warmup: skipped from the misses files:\n  " + "\n  ".join(skipped),
+            stacklevel=4,
+        )
     report["ok"] = report["totals"]["failed"] == 0
     report["summary"] = summary
     return report, expanded
