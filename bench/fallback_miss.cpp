@@ -154,34 +154,21 @@ void c128_compress(Timer& timer, cuda::Stream stream, int repetitions) {
       in::make_compressor_state(random, requests, 8, 512, 128, 0, 0, 1);
   const auto tokens = static_cast<std::int64_t>(m.tokens.positions.size());
   DeviceSet set(false);
-  dsv4::C128CompressArgs a;
-  a.state_cache = set.put(state.state);
-  a.token_to_req = set.put(m.tensors.token_to_req);
-  a.positions = set.put(m.tensors.positions);
-  a.slot_mapping = set.put(m.tensors.slot_mapping);
-  a.block_table = set.put(state.block_table);
-  a.compressed_kv = set.put(in::make_tensor(DType::f32, {tokens, kHeadSize}));
+  const dsv4::C128CompressArgs a =
+      put_c128_compress_args(set, m, state, in::make_tensor(DType::f32, {tokens, kHeadSize}));
   cuda::check(cuda::driver().cuCtxSynchronize(), "cuCtxSynchronize");
   measure("c128_compress, prefill of 16384 tokens", dsv4::C128CompressKernel::instance(), a, timer,
           stream, repetitions);
 }
 
 int run(int repetitions) {
-  cuda::make_device_current(0);
-  const cuda::DeviceInfo device = cuda::device_info(0);
-  const auto& api = cuda::driver();
-  cuda::DeviceHandle handle = 0;
-  cuda::check(api.cuDeviceGet(&handle, 0), "cuDeviceGet");
-  constexpr int kAttributeClockRate = 13;  // CU_DEVICE_ATTRIBUTE_CLOCK_RATE, kHz
-  int clock_khz = 0;
-  cuda::check(api.cuDeviceGetAttribute(&clock_khz, kAttributeClockRate, handle),
-              "cuDeviceGetAttribute(CLOCK_RATE)");
-  cuda::Stream stream = nullptr;
-  cuda::check(api.cuStreamCreate(&stream, cuda::kStreamNonBlocking), "cuStreamCreate");
+  const TimedDevice timed = open_timed_device();
+  const cuda::DeviceInfo& device = timed.info;
+  cuda::Stream stream = timed.stream;
   std::printf("device: %s (sm_%d%d), cache %s\n", device.name.c_str(), device.compute_major,
               device.compute_minor, std::getenv("ZEROJIT_CACHE_DIR"));
   const std::int64_t l2 = device.l2_cache_bytes > 0 ? device.l2_cache_bytes : 50 << 20;
-  Timer timer(stream, clock_khz > 0 ? clock_khz : 2'000'000, l2);
+  Timer timer(stream, timed.clock_khz, l2);
   indexer_q(timer, stream, repetitions, false);
   indexer_q(timer, stream, repetitions, true);
   c128_compress(timer, stream, repetitions);

@@ -52,17 +52,7 @@ Case c128_compress_case(const std::string& size, const Context& context) {
   c.written_bytes = active * kHeadSize * 4;
   c.formula = "T*20 metadata + active*(128*4096 state + 16*4 block_table + 2048 compressed_kv)";
   add_input_sets(
-      c, context,
-      [&](DeviceSet& set) {
-        dsv4::C128CompressArgs a;
-        a.state_cache = set.put(state.state);
-        a.token_to_req = set.put(m.tensors.token_to_req);
-        a.positions = set.put(m.tensors.positions);
-        a.slot_mapping = set.put(m.tensors.slot_mapping);
-        a.block_table = set.put(state.block_table);
-        a.compressed_kv = set.put(compressed, true);
-        return a;
-      },
+      c, context, [&](DeviceSet& set) { return put_c128_compress_args(set, m, state, compressed); },
       [grid_x = context.grid_x](const dsv4::C128CompressArgs& args, cuda::Stream stream) {
         launch_with_grid<dsv4::C128CompressKernel>(args, stream, grid_x);
       },

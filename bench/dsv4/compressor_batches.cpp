@@ -40,4 +40,17 @@ in::HostTensor k_cache(bool full, std::int64_t pages, std::int64_t block_size) {
   return in::make_k_cache(kind, block_size, pages, 0, 0).tensor;
 }
 
+dsv4::C128CompressArgs put_c128_compress_args(DeviceSet& set, const CompressorMetadata& m,
+                                              const dsv4::testing::CompressorState& state,
+                                              const dsv4::testing::HostTensor& compressed) {
+  dsv4::C128CompressArgs a;
+  a.state_cache = set.put(state.state);
+  a.token_to_req = set.put(m.tensors.token_to_req);
+  a.positions = set.put(m.tensors.positions);
+  a.slot_mapping = set.put(m.tensors.slot_mapping);
+  a.block_table = set.put(state.block_table);
+  a.compressed_kv = set.put(compressed, true);
+  return a;
+}
+
 }  // namespace zerojit::bench

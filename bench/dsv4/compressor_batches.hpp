@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "dsv4/c128_compress/c128_compress.hpp"
 #include "dsv4/support/call_inputs.hpp"
+#include "kernels/device_set.hpp"
 
 namespace zerojit::bench {
 
@@ -30,5 +32,11 @@ CompressorMetadata compressor_metadata(dsv4::testing::Random& random,
 
 // A compressed K cache: fp8_ds_mla pages of B rows (default page stride) or full BF16 rows.
 dsv4::testing::HostTensor k_cache(bool full, std::int64_t pages, std::int64_t block_size);
+
+// A C128 compress call's arguments on `set`: the state cache and the tokens' metadata as inputs,
+// `compressed` as the output.
+dsv4::C128CompressArgs put_c128_compress_args(DeviceSet& set, const CompressorMetadata& m,
+                                              const dsv4::testing::CompressorState& state,
+                                              const dsv4::testing::HostTensor& compressed);
 
 }  // namespace zerojit::bench

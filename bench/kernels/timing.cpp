@@ -104,8 +104,24 @@ void CopyKernel::operator()(cuda::DevicePtr destination, cuda::DevicePtr source,
   launch(spec, LaunchTarget{0, stream}, &descriptors);
 }
 
+TimedDevice open_timed_device() {
+  cuda::make_device_current(0);
+  TimedDevice device;
+  device.info = cuda::device_info(0);
+  const auto& api = cuda::driver();
+  cuda::DeviceHandle handle = 0;
+  cuda::check(api.cuDeviceGet(&handle, 0), "cuDeviceGet");
+  constexpr int kAttributeClockRate = 13;  // CU_DEVICE_ATTRIBUTE_CLOCK_RATE, kHz
+  cuda::check(api.cuDeviceGetAttribute(&device.clock_khz, kAttributeClockRate, handle),
+              "cuDeviceGetAttribute(CLOCK_RATE)");
+  cuda::check(api.cuStreamCreate(&device.stream, cuda::kStreamNonBlocking), "cuStreamCreate");
+  return device;
+}
+
 Timer::Timer(cuda::Stream stream, double clock_khz, std::int64_t l2_bytes)
-    : stream_(stream), clock_khz_(clock_khz), flush_bytes_(static_cast<std::size_t>(4 * l2_bytes)) {
+    : stream_(stream),
+      clock_khz_(clock_khz > 0 ? clock_khz : 2'000'000),
+      flush_bytes_(static_cast<std::size_t>(4 * l2_bytes)) {
   cuda::check(cuda::driver().cuMemAlloc(&flush_buffer_, flush_bytes_), "cuMemAlloc (L2 flush)");
 }
 

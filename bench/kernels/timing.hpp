@@ -73,9 +73,18 @@ struct Measurement {
 
 using Launch = std::function<void(cuda::Stream)>;
 
+// Device 0, made current, as the benchmarks time on it: what it is, its SM clock in kHz (0
+// where the driver does not say) and a non-blocking stream of its own (the caller destroys it).
+struct TimedDevice {
+  cuda::DeviceInfo info;
+  int clock_khz = 0;
+  cuda::Stream stream = nullptr;
+};
+TimedDevice open_timed_device();
+
 class Timer {
  public:
-  // `l2_bytes` sizes the flush of measure_graph.
+  // `l2_bytes` sizes the flush of measure_graph; a `clock_khz` of 0 (unknown) spins as if at 2 GHz.
   Timer(cuda::Stream stream, double clock_khz, std::int64_t l2_bytes);
   ~Timer();
   Timer(const Timer&) = delete;

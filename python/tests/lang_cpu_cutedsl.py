@@ -6,7 +6,6 @@ Redis tier unless opted in, and every mistake in a program or a call named.
 Needs nvidia-cutlass-dsl (python/tests/requirements.txt, in the environment scripts/setup.sh
 makes); every test skips, saying so, where it cannot be imported."""
 
-import importlib.util
 import os
 import shutil
 import stat
@@ -18,13 +17,7 @@ import cute_test_owners as owners  # noqa: E402
 import lang_support  # noqa: E402
 import zerojit
 from fake_dlpack import KDL_BFLOAT, KDL_CUDA, KDL_FLOAT, VersionedProducer  # noqa: E402
-
-HAVE_DSL = importlib.util.find_spec("cutlass") is not None
-NEEDS_DSL = unittest.skipUnless(
-    HAVE_DSL,
-    "nvidia-cutlass-dsl is not installed in this interpreter (scripts/setup.sh installs "
-    "the pinned one in <build>/python-test-env)",
-)
+from lang_support import NEEDS_DSL  # noqa: E402
 
 MANIFEST = {
     "tests.cute.scaled_add": [{"dtype": "f32"}, {"dtype": "bf16"}],

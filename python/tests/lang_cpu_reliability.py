@@ -8,7 +8,6 @@ The warmups run in subprocesses, each with its own cache directory and its own m
 to a temporary folder. Tests that compile need Triton or nvidia-cutlass-dsl (the environment
 scripts/setup.sh makes has both) and skip, saying so, where they cannot be imported."""
 
-import importlib.util
 import json
 import os
 import re
@@ -25,19 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(TESTS))
 sys.path.insert(0, TESTS)
 
 import lang_support  # noqa: E402
-
-HAVE_TRITON = importlib.util.find_spec("triton") is not None
-NEEDS_TRITON = unittest.skipUnless(
-    HAVE_TRITON,
-    "Triton is not installed in this interpreter (scripts/setup.sh installs the "
-    "pinned one in <build>/python-test-env)",
-)
-HAVE_DSL = importlib.util.find_spec("cutlass") is not None
-NEEDS_DSL = unittest.skipUnless(
-    HAVE_DSL,
-    "nvidia-cutlass-dsl is not installed in this interpreter (scripts/setup.sh installs "
-    "the pinned one in <build>/python-test-env)",
-)
+from lang_support import NEEDS_DSL, NEEDS_TRITON  # noqa: E402
 
 # A module that imports a package no environment has, on line 3.
 BAD_IMPORT = """\

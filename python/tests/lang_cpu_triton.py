@@ -7,7 +7,6 @@ Needs Triton (python/tests/requirements.txt, in the environment scripts/setup.sh
 test skips, saying so, where it cannot be imported. Warmups run in subprocesses, each with its
 own cache directory, so that no test sees another's compiles."""
 
-import importlib.util
 import json
 import os
 import shutil
@@ -25,13 +24,7 @@ sys.path.insert(0, TESTS)
 import lang_support  # noqa: E402
 import triton_test_owners as owners  # noqa: E402
 from fake_dlpack import KDL_CUDA, KDL_FLOAT, KDL_INT, VersionedProducer  # noqa: E402
-
-HAVE_TRITON = importlib.util.find_spec("triton") is not None
-NEEDS_TRITON = unittest.skipUnless(
-    HAVE_TRITON,
-    "Triton is not installed in this interpreter (scripts/setup.sh installs the "
-    "pinned one in <build>/python-test-env)",
-)
+from lang_support import NEEDS_TRITON  # noqa: E402
 
 MANIFEST = {
     "tests.triton.masked_add": [
@@ -424,12 +417,7 @@ class CallChecks(unittest.TestCase):
 
     def refused(self, kernel, call, argument, words):
         misses = zerojit.monitor.counters()[kernel.name]["misses"]
-        with self.assertRaises(zerojit.InvalidArgument) as caught:
-            call()
-        self.assertEqual(caught.exception.kernel, kernel.name)
-        self.assertEqual(caught.exception.argument, argument)
-        for word in words:
-            self.assertIn(word, str(caught.exception))
+        lang_support.assert_invalid_argument(self, kernel, call, argument, words)
         self.assertEqual(zerojit.monitor.counters()[kernel.name]["misses"], misses + 1)
 
     def test_an_unaligned_pointer_is_refused_naming_the_class(self):
@@ -585,7 +573,7 @@ class Tool(unittest.TestCase):
         listed = json.loads(keys.stdout)
         self.assertEqual(len(listed["result"]["keys"]), KEYS)
         with tempfile.TemporaryDirectory() as pack:
-            warmup = self.tool(
+            warmup_args = (
                 "warmup",
                 "--module",
                 "triton_registered",
@@ -594,24 +582,12 @@ class Tool(unittest.TestCase):
                 "sm_100a",
                 "--cache-dir",
                 pack,
-                "--jobs",
-                "2",
-                "--json",
             )
+            warmup = self.tool(*warmup_args, "--jobs", "2", "--json")
             self.assertEqual(warmup.returncode, 0, warmup.stderr)
             report = json.loads(warmup.stdout)["result"]
             self.assertEqual(report["totals"]["compiled"], KEYS)
-            again = self.tool(
-                "warmup",
-                "--module",
-                "triton_registered",
-                "--compile-only",
-                "--arch",
-                "sm_100a",
-                "--cache-dir",
-                pack,
-                "--json",
-            )
+            again = self.tool(*warmup_args, "--json")
             self.assertEqual(json.loads(again.stdout)["result"]["totals"]["from_disk"], KEYS)
 
     def test_a_module_that_cannot_be_imported_is_a_usage_error(self):

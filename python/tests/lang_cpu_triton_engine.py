@@ -10,7 +10,6 @@ Needs Triton (python/tests/requirements.txt); every test skips, saying so, where
 imported, and the stub-driver tests where the stub library was not built."""
 
 import dataclasses
-import importlib.util
 import json
 import os
 import struct
@@ -29,14 +28,8 @@ from zerojit.triton_kernels import _annotation_type  # noqa: E402
 import lang_support  # noqa: E402
 import triton_engine_owners as owners  # noqa: E402
 from fake_dlpack import KDL_BFLOAT, KDL_CUDA, KDL_FLOAT, VersionedProducer  # noqa: E402
+from lang_support import NEEDS_TRITON  # noqa: E402
 from zerojit import DType, TensorDesc  # noqa: E402
-
-HAVE_TRITON = importlib.util.find_spec("triton") is not None
-NEEDS_TRITON = unittest.skipUnless(
-    HAVE_TRITON,
-    "Triton is not installed in this interpreter (scripts/setup.sh installs the "
-    "pinned one in <build>/python-test-env)",
-)
 
 
 def stub_driver():
@@ -273,12 +266,7 @@ class CallOptions(unittest.TestCase):
                 ["tuple"],
             ),
         ):
-            with self.assertRaises(zerojit.InvalidArgument) as caught:
-                call()
-            self.assertEqual(caught.exception.kernel, kernel.name)
-            self.assertEqual(caught.exception.argument, argument)
-            for word in words:
-                self.assertIn(word, str(caught.exception))
+            lang_support.assert_invalid_argument(self, kernel, call, argument, words)
 
     def test_declarations_are_checked_when_the_kernel_is_made(self):
         def define(name, options, dispatch):

@@ -8,7 +8,6 @@ imported.
 Needs PyTorch with a CUDA device and Triton; skips, saying why, without them. Run with the
 interpreter that has both (the GPU host's python3)."""
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -22,17 +21,9 @@ sys.path.insert(0, TESTS)
 
 import lang_support  # noqa: E402
 
-torch, HAVE_CUDA = lang_support.torch_with_cuda()
-HAVE_TRITON = importlib.util.find_spec("triton") is not None
-REASON = (
-    "needs PyTorch with a CUDA device"
-    if not HAVE_CUDA
-    else "needs Triton"
-    if not HAVE_TRITON
-    else ""
-)
+torch, REASON = lang_support.torch_for_triton_gpu()
 
-if HAVE_CUDA and HAVE_TRITON:
+if not REASON:
     import triton
 
     import triton_test_kernels as kernels
@@ -59,11 +50,7 @@ class AgainstTriton(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.cache = tempfile.TemporaryDirectory()
-        zerojit.monitor.set_mode("off")
-        zerojit.clear_registrations()
-        owners.register_all()
-        zerojit.warmup_kernels(cache_dir=cls.cache.name, jobs=8, arm_monitor=False)
+        cls.cache = lang_support.warm_in_process(owners)
         zerojit.clear_registrations()
 
     @classmethod

@@ -7,10 +7,8 @@ the bytes around each output checked untouched; after warmup, zerojit compiles n
 
 Needs PyTorch with a CUDA device and Triton; skips, saying why, without them."""
 
-import importlib.util
 import os
 import sys
-import tempfile
 import unittest
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
@@ -18,17 +16,9 @@ sys.path.insert(0, TESTS)
 
 import lang_support  # noqa: E402
 
-torch, HAVE_CUDA = lang_support.torch_with_cuda()
-HAVE_TRITON = importlib.util.find_spec("triton") is not None
-REASON = (
-    "needs PyTorch with a CUDA device"
-    if not HAVE_CUDA
-    else "needs Triton"
-    if not HAVE_TRITON
-    else ""
-)
+torch, REASON = lang_support.torch_for_triton_gpu()
 
-if HAVE_CUDA and HAVE_TRITON:
+if not REASON:
     import triton
 
     import triton_engine_kernels as kernels
@@ -71,13 +61,7 @@ def guarded(shape, dtype):
 class AgainstTriton(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.cache = tempfile.TemporaryDirectory()
-        # Not armed: Triton's own launches compile in this process too, which the guard of an
-        # armed monitor would refuse.
-        zerojit.monitor.set_mode("off")
-        zerojit.clear_registrations()
-        owners.register_all()
-        zerojit.warmup_kernels(cache_dir=cls.cache.name, jobs=8, arm_monitor=False)
+        cls.cache = lang_support.warm_in_process(owners)
 
     @classmethod
     def tearDownClass(cls):

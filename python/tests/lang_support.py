@@ -3,15 +3,31 @@ kernels' owner module, and the compile-only warmup run in one, reporting its tot
 the owners counted and whether the compiler was imported."""
 
 import contextlib
+import importlib.util
 import json
 import os
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
+import unittest
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
+
+HAVE_TRITON = importlib.util.find_spec("triton") is not None
+NEEDS_TRITON = unittest.skipUnless(
+    HAVE_TRITON,
+    "Triton is not installed in this interpreter (scripts/setup.sh installs the "
+    "pinned one in <build>/python-test-env)",
+)
+HAVE_DSL = importlib.util.find_spec("cutlass") is not None
+NEEDS_DSL = unittest.skipUnless(
+    HAVE_DSL,
+    "nvidia-cutlass-dsl is not installed in this interpreter (scripts/setup.sh installs "
+    "the pinned one in <build>/python-test-env)",
+)
 
 
 def environment(env=None):
@@ -114,6 +130,33 @@ def assert_guard_refused(test, result, function):
     test.assertEqual(result["counters"]["runtime_jit"], 1)
 
 
+def assert_invalid_argument(test, kernel, call, argument, words):
+    """`call()` raises InvalidArgument naming `kernel` and `argument`, its message holding each
+    of `words`."""
+    import zerojit  # here, not above: the GPU tests import this module before they know it loads
+
+    with test.assertRaises(zerojit.InvalidArgument) as caught:
+        call()
+    test.assertEqual(caught.exception.kernel, kernel.name)
+    test.assertEqual(caught.exception.argument, argument)
+    for word in words:
+        test.assertIn(word, str(caught.exception))
+
+
+def warm_in_process(owners):
+    """Warms every kernel `owners` registers into a fresh temporary cache in this process,
+    with the monitor off and not armed: Triton's own launches compile in this process too, which
+    the guard of an armed monitor would refuse. Returns the cache (a TemporaryDirectory)."""
+    import zerojit  # here, not above: the GPU tests import this module before they know it loads
+
+    cache = tempfile.TemporaryDirectory()
+    zerojit.monitor.set_mode("off")
+    zerojit.clear_registrations()
+    owners.register_all()
+    zerojit.warmup_kernels(cache_dir=cache.name, jobs=8, arm_monitor=False)
+    return cache
+
+
 def torch_with_cuda():
     """(torch or None, whether it has a CUDA device)."""
     try:
@@ -121,6 +164,14 @@ def torch_with_cuda():
     except ImportError:
         return None, False
     return torch, torch.cuda.is_available()
+
+
+def torch_for_triton_gpu():
+    """(torch or None, why the Triton GPU tests cannot run here: empty where they can)."""
+    torch, have_cuda = torch_with_cuda()
+    if not have_cuda:
+        return torch, "needs PyTorch with a CUDA device"
+    return torch, "" if HAVE_TRITON else "needs Triton"
 
 
 @contextlib.contextmanager

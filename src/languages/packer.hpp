@@ -119,4 +119,38 @@ class ArgumentPacker {
   virtual std::string covers(std::int64_t slot, std::int64_t fallback) const = 0;
 };
 
+// The packer of a language whose specs are one Argument per parameter (each with a `name`),
+// kept as SlotSpecs: a fallback covers a key where the two take as many arguments and each of
+// the fallback's covers the key's (`argument_covers(key, wider)`: "" where it does, else why not).
+template <class Argument>
+class SpecPacker : public ArgumentPacker {
+ public:
+  using Covers = std::string (*)(const Argument& key, const Argument& wider);
+  SpecPacker(std::string_view kernel, typename SlotSpecs<Argument>::Parse parse,
+             Covers argument_covers)
+      : specs_(kernel, parse), argument_covers_(argument_covers) {}
+
+  void set_spec(std::int64_t slot, std::string_view spec_json) override {
+    specs_.set(slot, spec_json);
+  }
+  bool has_spec(std::int64_t slot) const override { return specs_.has(slot); }
+
+  std::string covers(std::int64_t slot, std::int64_t fallback) const override {
+    const std::vector<Argument>& key = specs_[slot];
+    const std::vector<Argument>& wider = specs_[fallback];
+    if (key.size() != wider.size()) return "the two programs take different arguments";
+    for (std::size_t i = 0; i < key.size(); ++i) {
+      std::string why = argument_covers_(key[i], wider[i]);
+      if (!why.empty()) return "argument '" + key[i].name + "' " + why;
+    }
+    return {};
+  }
+
+ protected:
+  SlotSpecs<Argument> specs_;
+
+ private:
+  Covers argument_covers_;
+};
+
 }  // namespace zerojit::languages

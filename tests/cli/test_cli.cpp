@@ -10,14 +10,9 @@
 
 namespace {
 
-using nlohmann::json;
-using zerojit::testing::describe;
-using zerojit::testing::Result;
-using zerojit::testing::run_tool;
-using zerojit::testing::TempDir;
+using namespace zerojit::testing::tool_test;
 
 using ZerojitTool = zerojit::testing::ToolTest;
-using zerojit::testing::result_of;
 
 // The default configuration's manifest: spec section 11's 8 keys with C128 compress as its decode
 // and its prefill scan (DESIGN.md).

@@ -18,12 +18,7 @@
 namespace {
 
 namespace fs = std::filesystem;
-using nlohmann::json;
-using zerojit::testing::describe;
-using zerojit::testing::Result;
-using zerojit::testing::result_of;
-using zerojit::testing::run_tool;
-using zerojit::testing::TempDir;
+using namespace zerojit::testing::tool_test;
 
 using ZerojitToolCache = zerojit::testing::ToolTest;
 

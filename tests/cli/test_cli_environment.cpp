@@ -11,12 +11,7 @@
 
 namespace {
 
-using nlohmann::json;
-using zerojit::testing::describe;
-using zerojit::testing::Result;
-using zerojit::testing::result_of;
-using zerojit::testing::run_tool;
-using zerojit::testing::TempDir;
+using namespace zerojit::testing::tool_test;
 
 std::size_t count(const std::string& text, const std::string& part) {
   std::size_t n = 0;

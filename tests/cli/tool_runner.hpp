@@ -171,3 +171,16 @@ class ToolTest : public ::testing::Test {
 };
 
 }  // namespace zerojit::testing
+
+// The names every tool test file uses, brought in with
+// `using namespace zerojit::testing::tool_test;`.
+namespace zerojit::testing::tool_test {
+
+using nlohmann::json;
+using zerojit::testing::describe;
+using zerojit::testing::Result;
+using zerojit::testing::result_of;
+using zerojit::testing::run_tool;
+using zerojit::testing::TempDir;
+
+}  // namespace zerojit::testing::tool_test

@@ -19,30 +19,8 @@ case "$target" in
   *) echo "run_fuzzer.sh: unknown target '$target' (cache_entry or dsv4_config)" >&2; exit 2 ;;
 esac
 
-clang=${ZEROJIT_FUZZ_CXX:-}
-if [ -z "$clang" ]; then
-  for candidate in clang++ clang++-19 clang++-18 clang++-17 clang++-16 clang++-15 clang++-14; do
-    if command -v "$candidate" >/dev/null 2>&1; then clang=$(command -v "$candidate"); break; fi
-  done
-fi
-if [ -z "$clang" ]; then
-  echo "SKIPPED: no clang++ found; the fuzzer needs clang with the libFuzzer runtime" \
-       "(Debian: apt-get install clang libclang-rt-dev), or set ZEROJIT_FUZZ_CXX"
-  exit 77
-fi
-
+clang=$("$source_dir/find_fuzz_clang.sh")  # or exits 77, saying why
 mkdir -p "$build_dir"
-probe_dir=$(mktemp -d)
-trap 'rm -rf "$probe_dir"' EXIT
-printf 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }\n' \
-  >"$probe_dir/probe.cpp"
-if ! "$clang" -fsanitize=fuzzer,address,undefined "$probe_dir/probe.cpp" -o "$probe_dir/probe" \
-     >"$probe_dir/log" 2>&1; then
-  echo "SKIPPED: $clang cannot link -fsanitize=fuzzer,address,undefined (is the libFuzzer" \
-       "runtime, e.g. libclang-rt-dev, installed?):"
-  cat "$probe_dir/log"
-  exit 77
-fi
 
 launcher=()
 if command -v ccache >/dev/null 2>&1; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi

@@ -256,34 +256,9 @@ int run_clear(const CacheCommand& command) {
   return kExitOk;
 }
 
-int run_explain(const CacheCommand& command, const CacheCommandContext& context) {
-  if (!context.manifest) {
-    throw ToolError{kExitUsage, "this tool has no kernel manifest to explain",
-                    "use a tool built with kernel families"};
-  }
-  const Manifest manifest = context.manifest();
-  const auto cache = open_cache(command);
-  // Through the runtime, so that the cache's version memo and records answer when they can.
-  if (cache) Runtime::instance().set_artifact_store(cache);
-  std::string nvrtc = command.nvrtc_version;  // asked for only when a CUDA C++ key is explained
-  const auto compiler_version = [&](Language language) {
-    const EntryKind& kind = entry_kind(language);
-    try {
-      if (!kind.compiled_by_nvrtc) {
-        return Runtime::instance().compiler_version(language, command.arch);
-      }
-      if (nvrtc.empty()) nvrtc = Runtime::instance().nvrtc_version();
-      return nvrtc;
-    } catch (const UnavailableError& error) {
-      throw ToolError{
-          kExitFailure,
-          "the " + std::string(kind.compiler) +
-              " compiler is not available to say which version to explain for: " + error.what(),
-          kind.compiled_by_nvrtc
-              ? "pass --nvrtc-version V (e.g. 13.0) to explain without NVRTC"
-              : "install the compiler, or explain against a cache that records one version"};
-    }
-  };
+// The manifest's programs that --kernel and --key select; a filter that selects nothing is a
+// usage error.
+std::vector<Program> programs_to_explain(const CacheCommand& command, const Manifest& manifest) {
   std::vector<Program> programs;
   std::vector<std::string> kernel_names;  // of the manifest, in its order
   for (const ManifestEntry& entry : manifest.entries) {
@@ -314,6 +289,38 @@ int run_explain(const CacheCommand& command, const CacheCommandContext& context)
                         " contains this text",
                     "`" + program_name() + " keys` lists the keys' texts"};
   }
+  return programs;
+}
+
+int run_explain(const CacheCommand& command, const CacheCommandContext& context) {
+  if (!context.manifest) {
+    throw ToolError{kExitUsage, "this tool has no kernel manifest to explain",
+                    "use a tool built with kernel families"};
+  }
+  const Manifest manifest = context.manifest();
+  const auto cache = open_cache(command);
+  // Through the runtime, so that the cache's version memo and records answer when they can.
+  if (cache) Runtime::instance().set_artifact_store(cache);
+  std::string nvrtc = command.nvrtc_version;  // asked for only when a CUDA C++ key is explained
+  const auto compiler_version = [&](Language language) {
+    const EntryKind& kind = entry_kind(language);
+    try {
+      if (!kind.compiled_by_nvrtc) {
+        return Runtime::instance().compiler_version(language, command.arch);
+      }
+      if (nvrtc.empty()) nvrtc = Runtime::instance().nvrtc_version();
+      return nvrtc;
+    } catch (const UnavailableError& error) {
+      throw ToolError{
+          kExitFailure,
+          "the " + std::string(kind.compiler) +
+              " compiler is not available to say which version to explain for: " + error.what(),
+          kind.compiled_by_nvrtc
+              ? "pass --nvrtc-version V (e.g. 13.0) to explain without NVRTC"
+              : "install the compiler, or explain against a cache that records one version"};
+    }
+  };
+  const std::vector<Program> programs = programs_to_explain(command, manifest);
   std::vector<MissExplanation> explanations;
   if (cache) {
     explanations = cache->explain(programs, command.arch, compiler_version);

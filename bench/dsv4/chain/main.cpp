@@ -215,8 +215,7 @@ int run(const std::vector<std::string>& models, int repetitions, const std::stri
   cuda::check(api.cuDeviceGetAttribute(&l2_bytes, cuda::kAttributeL2CacheSize, device),
               "cuDeviceGetAttribute");
   zerojit::testing::Stream stream;
-  Timer timer(stream.get(), clock_khz > 0 ? clock_khz : 2'000'000,
-              l2_bytes > 0 ? l2_bytes : 50 << 20);
+  Timer timer(stream.get(), clock_khz, l2_bytes > 0 ? l2_bytes : 50 << 20);
   std::printf(
       "zerojit_bench_chain: %d repetitions a figure (graph: median after an L2 flush; "
       "eager: median behind a spin, after a flush)\n",

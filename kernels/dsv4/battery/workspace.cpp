@@ -20,6 +20,16 @@ void BatteryWorkspace::State::setup() {
   max_len = options.max_model_len;
   block_size = config.serving.block_size;
   if (block_size <= 0) return;  // no KV cache: no kernel runs, nothing to allocate
+  size_geometry();
+  allocate_step_buffers();
+  allocate_layers();
+  make_static_tables();
+  if (memory->holds_data()) fill_static();
+}
+
+// The pages, pools and table widths of every cache, and the model's indexer geometry.
+void BatteryWorkspace::State::size_geometry() {
+  const ModelConfig& model = config.model;
   rows_c4 = compressed_block_size(block_size, kCsaCompressRatio);
   rows_c128 = compressed_block_size(block_size, kHcaCompressRatio);
   stride_window = default_ds_mla_page_stride_bytes(block_size);
@@ -40,7 +50,11 @@ void BatteryWorkspace::State::setup() {
   head_dim = model.index_head_dim;
   rope_dim = model.qk_rope_head_dim;
   topk = model.index_topk;
+}
 
+// The buffers of one step, sized for the largest, for the calls this configuration makes.
+void BatteryWorkspace::State::allocate_step_buffers() {
+  const ModelConfig& model = config.model;
   const auto seqs = static_cast<std::size_t>(options.max_num_seqs);
   const auto tokens = static_cast<std::size_t>(max_tokens);
   const auto prefills = static_cast<std::size_t>(options.max_prefills);
@@ -94,6 +108,10 @@ void BatteryWorkspace::State::setup() {
     row_starts = allocate(tokens * 4);
     packed = allocate(std::max(tokens, seqs) * static_cast<std::size_t>(topk) * 2 * 4);
   }
+}
+
+// Each kind's caches for `layers_per_kind` layers.
+void BatteryWorkspace::State::allocate_layers() {
   const auto pool = static_cast<std::size_t>(kv_pool);
   for (int index = 0; index < options.layers_per_kind; ++index) {
     for (const LayerKind kind : kinds) {
@@ -128,8 +146,12 @@ void BatteryWorkspace::State::setup() {
       layers.push_back(layer);
     }
   }
+}
 
-  // Static tables: each request's pages distinct while the pool lasts; state blocks random.
+// Static tables: each request's pages distinct while the pool lasts; state blocks random.
+void BatteryWorkspace::State::make_static_tables() {
+  const auto pool = static_cast<std::size_t>(kv_pool);
+  const auto seqs = static_cast<std::size_t>(options.max_num_seqs);
   std::mt19937_64 random(options.seed ^ 0x5DEECE66DULL);
   std::vector<std::int32_t> permutation(pool);
   std::iota(permutation.begin(), permutation.end(), 0);
@@ -146,7 +168,6 @@ void BatteryWorkspace::State::setup() {
     state_c128_host.resize(seqs * static_cast<std::size_t>(c128_state_width));
     for (auto& block : state_c128_host) block = state_block(random);
   }
-  if (memory->holds_data()) fill_static();
 }
 
 void BatteryWorkspace::State::fill_static() {

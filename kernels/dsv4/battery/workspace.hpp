@@ -173,7 +173,13 @@ struct BatteryWorkspace::State {
     return make_tensor_ref(data, TensorDesc::strided(dtype, s, st, device));
   }
 
+  // setup: the geometry of the caches and tables, the step buffers, the layers' caches, then
+  // the static tables (in that order: the allocations' order fixes their addresses).
   void setup();
+  void size_geometry();
+  void allocate_step_buffers();
+  void allocate_layers();
+  void make_static_tables();
   void fill_static();
   std::vector<AttentionCall> calls(const ServingStep& step);
 

@@ -30,6 +30,25 @@ const float* c128_cos_sin_row(const Params& params, long long position) {
   return params.cos_sin_cache + (position - (zj::dsv4::kC128Ratio - 1)) * params.cos_sin_stride;
 }
 
+// Each boundary token's compressed_kv row RMS-normed, then stored by `store_row(normed,
+// cos_sin, kv_slot)`; returns the kv slots written, in token order.
+template <typename Params, typename StoreRow>
+std::vector<long long> store_normed_rows(const Params& params, DType norm_weight_dtype,
+                                         StoreRow store_row) {
+  std::vector<long long> written;
+  std::array<float, kHead> y{};
+  for (long long t = 0; t < params.num_tokens; ++t) {
+    long long position = 0;
+    long long kv_slot = 0;
+    if (!c128_store_token(params, t, position, kv_slot)) continue;
+    rms_norm_row(params.compressed_kv + t * kHead, params.rms_norm_weight,
+                 norm_weight_type(norm_weight_dtype), params.eps, y.data());
+    store_row(y.data(), c128_cos_sin_row(params, position), kv_slot);
+    written.push_back(kv_slot);
+  }
+  return written;
+}
+
 }  // namespace
 
 std::vector<long long> c128_store(const C128StoreKey& key,
@@ -40,19 +59,11 @@ std::vector<long long> c128_store(const C128StoreKey& key,
   if (key.kv_block_stride < key.kv_cache_block_size * kRowBytes) {
     throw_invalid_argument(kKernel, "kv_block_stride is below kv_cache_block_size * 584");
   }
-  std::vector<long long> written;
-  std::array<float, kHead> y{};
-  for (long long t = 0; t < params.num_tokens; ++t) {
-    long long position = 0;
-    long long kv_slot = 0;
-    if (!c128_store_token(params, t, position, kv_slot)) continue;
-    rms_norm_row(params.compressed_kv + t * kHead, params.rms_norm_weight,
-                 norm_weight_type(key.norm_weight_dtype), params.eps, y.data());
-    store_ds_mla_row(y.data(), c128_cos_sin_row(params, position), params.k_cache,
-                     key.kv_block_stride, key.kv_cache_block_size, kv_slot);
-    written.push_back(kv_slot);
-  }
-  return written;
+  return store_normed_rows(params, key.norm_weight_dtype,
+                           [&](const float* y, const float* cos_sin, long long kv_slot) {
+                             store_ds_mla_row(y, cos_sin, params.k_cache, key.kv_block_stride,
+                                              key.kv_cache_block_size, kv_slot);
+                           });
 }
 
 std::vector<long long> c128_store_full(const C128StoreFullKey& key,
@@ -60,21 +71,13 @@ std::vector<long long> c128_store_full(const C128StoreFullKey& key,
   constexpr const char* kKernel = "c128_store_full";
   if (params.kv_cache_block_size <= 0)
     throw_invalid_argument(kKernel, "kv_cache_block_size must be positive");
-  std::vector<long long> written;
-  std::array<float, kHead> y{};
   const float fp8_scale = key.store_full_fp8 ? params.fp8_scale[0] : 1.0f;
-  for (long long t = 0; t < params.num_tokens; ++t) {
-    long long position = 0;
-    long long kv_slot = 0;
-    if (!c128_store_token(params, t, position, kv_slot)) continue;
-    rms_norm_row(params.compressed_kv + t * kHead, params.rms_norm_weight,
-                 norm_weight_type(key.norm_weight_dtype), params.eps, y.data());
-    store_full_row(y.data(), c128_cos_sin_row(params, position), params.k_cache,
-                   params.kv_block_stride_bytes, params.kv_row_stride_bytes,
-                   params.kv_cache_block_size, kv_slot, key.store_full_fp8, fp8_scale);
-    written.push_back(kv_slot);
-  }
-  return written;
+  return store_normed_rows(
+      params, key.norm_weight_dtype, [&](const float* y, const float* cos_sin, long long kv_slot) {
+        store_full_row(y, cos_sin, params.k_cache, params.kv_block_stride_bytes,
+                       params.kv_row_stride_bytes, params.kv_cache_block_size, kv_slot,
+                       key.store_full_fp8, fp8_scale);
+      });
 }
 
 }  // namespace zerojit::dsv4::reference

@@ -216,6 +216,143 @@ void store_full_row(const float* y, const float* cos_sin_row, unsigned char* k_c
 
 // --- Comparisons --------------------------------------------------------------------------------
 
+namespace {
+
+// Every byte outside the rows of `kv_slots` (`mark_row(written, slot)` marks a slot's row, false
+// where it falls outside the buffer) identical in both buffers: "" or what differs.
+template <class MarkRow>
+std::string compare_outside_rows(std::span<const std::uint8_t> expected,
+                                 std::span<const std::uint8_t> actual,
+                                 std::span<const long long> kv_slots, long long page_stride_bytes,
+                                 MarkRow mark_row) {
+  std::vector<bool> written(expected.size(), false);
+  for (const long long slot : kv_slots) {
+    if (!mark_row(written, slot)) {
+      return "kv slot " + std::to_string(slot) + " lies outside the buffer";
+    }
+  }
+  return compare_unwritten(expected, actual, written, page_stride_bytes);
+}
+
+// Where a slot's fp8_ds_mla row lies in the cache: its data (nope codes, then bf16 rope) and its
+// scale bytes, which follow the page's B data rows.
+struct DsMlaRowPlace {
+  long long data = 0;
+  long long scales = 0;
+};
+
+DsMlaRowPlace ds_mla_row_place(long long slot, long long page_stride_bytes,
+                               long long kv_cache_block_size) {
+  const long long page = slot / kv_cache_block_size;
+  const long long row = slot % kv_cache_block_size;
+  return {page * page_stride_bytes + row * kTokenStride,
+          page * page_stride_bytes + kv_cache_block_size * kTokenStride + row * kScaleBytes};
+}
+
+// "kv slot S (row I of the list), PART DIM: ", the prefix of a row's mismatch.
+struct RowLabel {
+  long long slot = 0;
+  std::size_t index = 0;
+  std::string at(const char* part, int dim) const {
+    std::ostringstream out;
+    out << "kv slot " << slot << " (row " << index << " of the list), " << part << " " << dim
+        << ": ";
+    return out.str();
+  }
+};
+
+// Nope block `block` of a row: the scale exponents equal (+-1 only at a power-of-two boundary
+// of amax: see the header), each value within the tolerance or one e4m3 step of the coarser
+// scale (a rounding flip, counted in `flips` where the exponents agree).
+std::string compare_nope_block(std::span<const std::uint8_t> expected,
+                               std::span<const std::uint8_t> actual, std::size_t data,
+                               std::size_t scales, int block, const DsMlaTolerance& tolerance,
+                               const RowLabel& where, long long& flips, long long& compared) {
+  const unsigned expected_exponent = expected[scales + static_cast<std::size_t>(block)];
+  const unsigned actual_exponent = actual[scales + static_cast<std::size_t>(block)];
+  double expected_max = 0.0;
+  double actual_max = 0.0;
+  for (int i = 0; i < kQuantBlock; ++i) {
+    const auto offset = data + static_cast<std::size_t>(block * kQuantBlock + i);
+    expected_max = std::max(expected_max, e4m3_magnitude(expected[offset]));
+    actual_max = std::max(actual_max, e4m3_magnitude(actual[offset]));
+  }
+  if (expected_exponent != actual_exponent) {
+    const bool boundary =
+        (actual_exponent == expected_exponent + 1 && expected_max == 448.0 &&
+         actual_max == 224.0) ||
+        (actual_exponent + 1 == expected_exponent && expected_max == 224.0 && actual_max == 448.0);
+    if (!boundary) {
+      return where.at("scale byte", block) + "expected exponent " +
+             std::to_string(expected_exponent) + " (block max code " +
+             std::to_string(expected_max) + "), actual " + std::to_string(actual_exponent) +
+             " (block max code " + std::to_string(actual_max) + ")";
+    }
+  }
+  const double expected_scale = ue8m0_scale(expected_exponent);
+  const double actual_scale = ue8m0_scale(actual_exponent);
+  const double coarse_scale = std::max(expected_scale, actual_scale);
+  for (int i = 0; i < kQuantBlock; ++i) {
+    const int dim = block * kQuantBlock + i;
+    const auto offset = data + static_cast<std::size_t>(dim);
+    const std::uint8_t expected_code = expected[offset];
+    const std::uint8_t actual_code = actual[offset];
+    ++compared;
+    if (is_e4m3_nan(expected_code) || is_e4m3_nan(actual_code)) {
+      if (expected_code == actual_code) continue;
+    } else {
+      const double ev = e4m3_to_float(expected_code) * expected_scale;
+      const double av = e4m3_to_float(actual_code) * actual_scale;
+      const double difference = std::fabs(av - ev);
+      if (difference <= tolerance.value_rtol * std::fabs(ev)) continue;
+      const double magnitude = std::max(std::fabs(av), std::fabs(ev)) / coarse_scale;
+      if (difference <= e4m3_step(magnitude) * coarse_scale * (1.0 + 1e-9)) {
+        if (expected_exponent == actual_exponent) ++flips;
+        continue;
+      }
+    }
+    std::ostringstream out;
+    out << "expected " << e4m3_to_float(expected_code) * expected_scale << " (code "
+        << hex_byte(expected_code) << ", exponent " << expected_exponent << "), actual "
+        << e4m3_to_float(actual_code) * actual_scale << " (code " << hex_byte(actual_code)
+        << ", exponent " << actual_exponent << ")";
+    return where.at("nope dim", dim) + out.str();
+  }
+  return {};
+}
+
+// A row's bf16 rope part: each value within the relative tolerance plus a fraction of the
+// row's largest rope magnitude.
+std::string compare_rope(std::span<const std::uint8_t> expected,
+                         std::span<const std::uint8_t> actual, std::size_t data,
+                         const DsMlaTolerance& tolerance, const RowLabel& where) {
+  double rope_max = 0.0;
+  for (int j = 0; j < kRope; ++j) {
+    const auto offset = data + static_cast<std::size_t>(kNope + 2 * j);
+    const auto bits = static_cast<std::uint16_t>(expected[offset] | (expected[offset + 1] << 8));
+    rope_max = std::max(rope_max, std::fabs(static_cast<double>(bf16_to_float(bits))));
+  }
+  for (int j = 0; j < kRope; ++j) {
+    const auto offset = data + static_cast<std::size_t>(kNope + 2 * j);
+    const auto expected_bits =
+        static_cast<std::uint16_t>(expected[offset] | (expected[offset + 1] << 8));
+    const auto actual_bits = static_cast<std::uint16_t>(actual[offset] | (actual[offset + 1] << 8));
+    if (expected_bits == actual_bits) continue;
+    const double ev = bf16_to_float(expected_bits);
+    const double av = bf16_to_float(actual_bits);
+    if (std::fabs(av - ev) <=
+        tolerance.value_rtol * std::fabs(ev) + tolerance.rope_atol_fraction * rope_max) {
+      continue;
+    }
+    std::ostringstream out;
+    out << "expected bf16 " << ev << ", actual " << av;
+    return where.at("rope dim", kNope + j) + out.str();
+  }
+  return {};
+}
+
+}  // namespace
+
 std::string compare_ds_mla_rows(std::span<const std::uint8_t> expected,
                                 std::span<const std::uint8_t> actual, long long page_stride_bytes,
                                 long long kv_cache_block_size, std::span<const long long> kv_slots,
@@ -230,18 +367,11 @@ std::string compare_ds_mla_rows(std::span<const std::uint8_t> expected,
   }
   if (auto message = check_unique(kv_slots, "kv slot"); !message.empty()) return message;
 
-  std::vector<bool> written(expected.size(), false);
-  for (const long long slot : kv_slots) {
-    const long long page = slot / kv_cache_block_size;
-    const long long row = slot % kv_cache_block_size;
-    const long long data = page * page_stride_bytes + row * kTokenStride;
-    const long long scales =
-        page * page_stride_bytes + kv_cache_block_size * kTokenStride + row * kScaleBytes;
-    if (!mark(written, data, kTokenStride) || !mark(written, scales, kScaleBytes)) {
-      return "kv slot " + std::to_string(slot) + " lies outside the buffer";
-    }
-  }
-  if (auto message = compare_unwritten(expected, actual, written, page_stride_bytes);
+  const auto mark_row = [&](std::vector<bool>& written, long long slot) {
+    const DsMlaRowPlace place = ds_mla_row_place(slot, page_stride_bytes, kv_cache_block_size);
+    return mark(written, place.data, kTokenStride) && mark(written, place.scales, kScaleBytes);
+  };
+  if (auto message = compare_outside_rows(expected, actual, kv_slots, page_stride_bytes, mark_row);
       !message.empty()) {
     return message;
   }
@@ -249,98 +379,24 @@ std::string compare_ds_mla_rows(std::span<const std::uint8_t> expected,
   long long flips = 0;
   long long compared = 0;
   for (std::size_t index = 0; index < kv_slots.size(); ++index) {
-    const long long slot = kv_slots[index];
-    const long long page = slot / kv_cache_block_size;
-    const long long row = slot % kv_cache_block_size;
-    const auto data = static_cast<std::size_t>(page * page_stride_bytes + row * kTokenStride);
-    const auto scales = static_cast<std::size_t>(
-        page * page_stride_bytes + kv_cache_block_size * kTokenStride + row * kScaleBytes);
-    auto where = [&](const char* part, int dim) {
-      std::ostringstream out;
-      out << "kv slot " << slot << " (row " << index << " of the list), " << part << " " << dim
-          << ": ";
-      return out.str();
-    };
+    const RowLabel where{kv_slots[index], index};
+    const DsMlaRowPlace place =
+        ds_mla_row_place(where.slot, page_stride_bytes, kv_cache_block_size);
+    const auto data = static_cast<std::size_t>(place.data);
+    const auto scales = static_cast<std::size_t>(place.scales);
     if (actual[scales + kScaleBytes - 1] != expected[scales + kScaleBytes - 1]) {
-      return where("pad byte", kScaleBytes - 1) + "expected " +
+      return where.at("pad byte", kScaleBytes - 1) + "expected " +
              hex_byte(expected[scales + kScaleBytes - 1]) + ", actual " +
              hex_byte(actual[scales + kScaleBytes - 1]);
     }
     for (int block = 0; block < kNopeBlocks; ++block) {
-      const unsigned expected_exponent = expected[scales + static_cast<std::size_t>(block)];
-      const unsigned actual_exponent = actual[scales + static_cast<std::size_t>(block)];
-      double expected_max = 0.0;
-      double actual_max = 0.0;
-      for (int i = 0; i < kQuantBlock; ++i) {
-        const auto offset = data + static_cast<std::size_t>(block * kQuantBlock + i);
-        expected_max = std::max(expected_max, e4m3_magnitude(expected[offset]));
-        actual_max = std::max(actual_max, e4m3_magnitude(actual[offset]));
-      }
-      if (expected_exponent != actual_exponent) {
-        // +-1 only at a power-of-two boundary of amax: see the header.
-        const bool boundary = (actual_exponent == expected_exponent + 1 && expected_max == 448.0 &&
-                               actual_max == 224.0) ||
-                              (actual_exponent + 1 == expected_exponent && expected_max == 224.0 &&
-                               actual_max == 448.0);
-        if (!boundary) {
-          return where("scale byte", block) + "expected exponent " +
-                 std::to_string(expected_exponent) + " (block max code " +
-                 std::to_string(expected_max) + "), actual " + std::to_string(actual_exponent) +
-                 " (block max code " + std::to_string(actual_max) + ")";
-        }
-      }
-      const double expected_scale = ue8m0_scale(expected_exponent);
-      const double actual_scale = ue8m0_scale(actual_exponent);
-      const double coarse_scale = std::max(expected_scale, actual_scale);
-      for (int i = 0; i < kQuantBlock; ++i) {
-        const int dim = block * kQuantBlock + i;
-        const auto offset = data + static_cast<std::size_t>(dim);
-        const std::uint8_t expected_code = expected[offset];
-        const std::uint8_t actual_code = actual[offset];
-        ++compared;
-        if (is_e4m3_nan(expected_code) || is_e4m3_nan(actual_code)) {
-          if (expected_code == actual_code) continue;
-        } else {
-          const double ev = e4m3_to_float(expected_code) * expected_scale;
-          const double av = e4m3_to_float(actual_code) * actual_scale;
-          const double difference = std::fabs(av - ev);
-          if (difference <= tolerance.value_rtol * std::fabs(ev)) continue;
-          const double magnitude = std::max(std::fabs(av), std::fabs(ev)) / coarse_scale;
-          if (difference <= e4m3_step(magnitude) * coarse_scale * (1.0 + 1e-9)) {
-            if (expected_exponent == actual_exponent) ++flips;
-            continue;
-          }
-        }
-        std::ostringstream out;
-        out << "expected " << e4m3_to_float(expected_code) * expected_scale << " (code "
-            << hex_byte(expected_code) << ", exponent " << expected_exponent << "), actual "
-            << e4m3_to_float(actual_code) * actual_scale << " (code " << hex_byte(actual_code)
-            << ", exponent " << actual_exponent << ")";
-        return where("nope dim", dim) + out.str();
-      }
+      std::string failure = compare_nope_block(expected, actual, data, scales, block, tolerance,
+                                               where, flips, compared);
+      if (!failure.empty()) return failure;
     }
-    double rope_max = 0.0;
-    for (int j = 0; j < kRope; ++j) {
-      const auto offset = data + static_cast<std::size_t>(kNope + 2 * j);
-      const auto bits = static_cast<std::uint16_t>(expected[offset] | (expected[offset + 1] << 8));
-      rope_max = std::max(rope_max, std::fabs(static_cast<double>(bf16_to_float(bits))));
-    }
-    for (int j = 0; j < kRope; ++j) {
-      const auto offset = data + static_cast<std::size_t>(kNope + 2 * j);
-      const auto expected_bits =
-          static_cast<std::uint16_t>(expected[offset] | (expected[offset + 1] << 8));
-      const auto actual_bits =
-          static_cast<std::uint16_t>(actual[offset] | (actual[offset + 1] << 8));
-      if (expected_bits == actual_bits) continue;
-      const double ev = bf16_to_float(expected_bits);
-      const double av = bf16_to_float(actual_bits);
-      if (std::fabs(av - ev) <=
-          tolerance.value_rtol * std::fabs(ev) + tolerance.rope_atol_fraction * rope_max) {
-        continue;
-      }
-      std::ostringstream out;
-      out << "expected bf16 " << ev << ", actual " << av;
-      return where("rope dim", kNope + j) + out.str();
+    if (std::string failure = compare_rope(expected, actual, data, tolerance, where);
+        !failure.empty()) {
+      return failure;
     }
   }
   return flip_budget_message(flips, compared, tolerance.rounding_flip_allowance,
@@ -359,15 +415,13 @@ std::string compare_full_rows(std::span<const std::uint8_t> expected,
   if (kv_cache_block_size <= 0 || page_stride_bytes <= 0) return "invalid layout";
   if (auto message = check_unique(kv_slots, "kv slot"); !message.empty()) return message;
   const long long row_bytes = store_full_fp8 ? kHead : 2 * kHead;
-  std::vector<bool> written(expected.size(), false);
-  for (const long long slot : kv_slots) {
-    const long long base = (slot / kv_cache_block_size) * page_stride_bytes +
-                           (slot % kv_cache_block_size) * row_stride_bytes;
-    if (!mark(written, base, row_bytes)) {
-      return "kv slot " + std::to_string(slot) + " lies outside the buffer";
-    }
-  }
-  if (auto message = compare_unwritten(expected, actual, written, page_stride_bytes);
+  const auto mark_row = [&](std::vector<bool>& written, long long slot) {
+    return mark(written,
+                (slot / kv_cache_block_size) * page_stride_bytes +
+                    (slot % kv_cache_block_size) * row_stride_bytes,
+                row_bytes);
+  };
+  if (auto message = compare_outside_rows(expected, actual, kv_slots, page_stride_bytes, mark_row);
       !message.empty()) {
     return message;
   }

@@ -138,51 +138,38 @@ std::vector<int> read_layer_types(const json& object, std::string_view source) {
   return ratios;
 }
 
-}  // namespace
-
-ModelConfig model_config_from_json(const json& document, std::string_view source) {
+// The object that describes the model: the document, or its text_config where a multimodal
+// wrapper keeps the language model's fields there (vLLM reads hf_text_config).
+const json& model_fields(const json& document, std::string_view source) {
   if (!document.is_object()) {
     fail_model(source, "expected a JSON object, got " + describe(document));
   }
-  // Multimodal wrappers keep the language model's fields in text_config (vLLM reads
-  // hf_text_config), so that object alone describes the model.
-  const json* fields = &document;
   if (const auto text_config = document.find("text_config"); text_config != document.end()) {
     if (!text_config->is_object()) {
       fail_model(source, "field 'text_config' must be an object, got " + describe(*text_config));
     }
-    fields = &*text_config;
+    return *text_config;
   }
-  const json& object = *fields;
+  return document;
+}
 
-  ModelConfig model;
-  // The name is printed, in JSON too: a path that is not UTF-8 is shown escaped.
-  model.name = config_detail::printable(source);
-  for (const json* holder : {&document, fields}) {
+// The model's name: the last 'name' of the document and its fields, else the source. It is
+// printed, in JSON too: a path that is not UTF-8 is shown escaped.
+std::string model_name(const json& document, const json& fields, std::string_view source) {
+  std::string name_text = config_detail::printable(source);
+  for (const json* holder : {&document, &fields}) {
     if (const auto name = holder->find("name"); name != holder->end()) {
       if (!name->is_string()) {
         fail_model(source, "field 'name' must be a string, got " + describe(*name));
       }
-      model.name = config_detail::printable(name->get_ref<const std::string&>());
+      name_text = config_detail::printable(name->get_ref<const std::string&>());
     }
   }
+  return name_text;
+}
 
-  if (!object.contains("num_hidden_layers")) {
-    fail_model(source, "missing field 'num_hidden_layers'");
-  }
-  read_int(object, source, "num_hidden_layers", model.num_hidden_layers);
-  read_int(object, source, "num_nextn_predict_layers", model.num_nextn_predict_layers);
-  read_int(object, source, "head_dim", model.head_dim);
-  read_int(object, source, "qk_rope_head_dim", model.qk_rope_head_dim);
-  read_int(object, source, "index_n_heads", model.index_n_heads);
-  read_int(object, source, "index_head_dim", model.index_head_dim);
-  read_int(object, source, "index_topk", model.index_topk);
-  read_int(object, source, "sliding_window", model.sliding_window);
-  read_double(object, source, "rms_norm_eps", model.rms_norm_eps);
-  read_double(object, source, "compress_rope_theta", model.compress_rope_theta);
-  read_int64(object, source, "max_position_embeddings", model.max_position_embeddings);
-
-  // transformers >= 5 writes "dtype", earlier versions "torch_dtype".
+// transformers >= 5 writes "dtype", earlier versions "torch_dtype".
+void read_model_dtype(const json& object, std::string_view source, ModelConfig& model) {
   for (const char* field : {"torch_dtype", "dtype"}) {
     const auto found = object.find(field);
     if (found == object.end() || found->is_null()) continue;
@@ -196,8 +183,11 @@ ModelConfig model_config_from_json(const json& document, std::string_view source
       fail_model(source, "field '" + std::string(field) + "': " + error.what());
     }
   }
+}
 
-  // The ratio list is checked against the depths, so those must make sense first.
+// The decoder's and the MTP layers' compress ratios, from 'compress_ratios' or from
+// 'layer_types' + 'compress_rates', checked against the depths (which must make sense first).
+void read_compress_ratios(const json& object, std::string_view source, ModelConfig& model) {
   if (model.num_hidden_layers < 1) {
     fail_model(source,
                "field 'num_hidden_layers' must be >= 1, got " + to_text(model.num_hidden_layers));
@@ -239,6 +229,31 @@ ModelConfig model_config_from_json(const json& document, std::string_view source
     fail_model(source, "field '" + std::string(list_name) + "' has " + to_text(ratios.size()) +
                            " entries; expected " + expected);
   }
+}
+
+}  // namespace
+
+ModelConfig model_config_from_json(const json& document, std::string_view source) {
+  const json& object = model_fields(document, source);
+  ModelConfig model;
+  model.name = model_name(document, object, source);
+
+  if (!object.contains("num_hidden_layers")) {
+    fail_model(source, "missing field 'num_hidden_layers'");
+  }
+  read_int(object, source, "num_hidden_layers", model.num_hidden_layers);
+  read_int(object, source, "num_nextn_predict_layers", model.num_nextn_predict_layers);
+  read_int(object, source, "head_dim", model.head_dim);
+  read_int(object, source, "qk_rope_head_dim", model.qk_rope_head_dim);
+  read_int(object, source, "index_n_heads", model.index_n_heads);
+  read_int(object, source, "index_head_dim", model.index_head_dim);
+  read_int(object, source, "index_topk", model.index_topk);
+  read_int(object, source, "sliding_window", model.sliding_window);
+  read_double(object, source, "rms_norm_eps", model.rms_norm_eps);
+  read_double(object, source, "compress_rope_theta", model.compress_rope_theta);
+  read_int64(object, source, "max_position_embeddings", model.max_position_embeddings);
+  read_model_dtype(object, source, model);
+  read_compress_ratios(object, source, model);
 
   // Range errors must still name the file even when the document carries its own name.
   ModelConfig named = model;

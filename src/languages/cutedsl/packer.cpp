@@ -316,25 +316,10 @@ std::string argument_covers(const CuteArgument& key, const CuteArgument& wider) 
   return key.assumed_align % wider.assumed_align == 0 ? "" : "is aligned less than the fallback";
 }
 
-class CutePacker final : public ArgumentPacker {
+class CutePacker final : public SpecPacker<CuteArgument> {
  public:
-  explicit CutePacker(std::string_view kernel) : specs_(kernel, &parse_argument) {}
-
-  void set_spec(std::int64_t slot, std::string_view spec_json) override {
-    specs_.set(slot, spec_json);
-  }
-  bool has_spec(std::int64_t slot) const override { return specs_.has(slot); }
-
-  std::string covers(std::int64_t slot, std::int64_t fallback) const override {
-    const std::vector<CuteArgument>& key = specs_[slot];
-    const std::vector<CuteArgument>& wider = specs_[fallback];
-    if (key.size() != wider.size()) return "the two programs take different arguments";
-    for (std::size_t i = 0; i < key.size(); ++i) {
-      std::string why = argument_covers(key[i], wider[i]);
-      if (!why.empty()) return "argument '" + key[i].name + "' " + why;
-    }
-    return {};
-  }
+  explicit CutePacker(std::string_view kernel)
+      : SpecPacker(kernel, &parse_argument, &argument_covers) {}
 
   void pack(const CallToPack& call, PackFailure& failure, PackedCall& out) override {
     const std::vector<CuteArgument>& spec = specs_[call.slot];
@@ -431,8 +416,6 @@ class CutePacker final : public ArgumentPacker {
     }
     put_integer(out, value.integer, type == "i32" ? 4 : 8);
   }
-
-  SlotSpecs<CuteArgument> specs_;
 };
 
 }  // namespace

@@ -167,25 +167,10 @@ std::string argument_covers(const TritonArgument& key, const TritonArgument& wid
   }
 }
 
-class TritonPacker final : public ArgumentPacker {
+class TritonPacker final : public SpecPacker<TritonArgument> {
  public:
-  explicit TritonPacker(std::string_view kernel) : specs_(kernel, &parse_argument) {}
-
-  void set_spec(std::int64_t slot, std::string_view spec_json) override {
-    specs_.set(slot, spec_json);
-  }
-  bool has_spec(std::int64_t slot) const override { return specs_.has(slot); }
-
-  std::string covers(std::int64_t slot, std::int64_t fallback) const override {
-    const std::vector<TritonArgument>& key = specs_[slot];
-    const std::vector<TritonArgument>& wider = specs_[fallback];
-    if (key.size() != wider.size()) return "the two programs take different arguments";
-    for (std::size_t i = 0; i < key.size(); ++i) {
-      std::string why = argument_covers(key[i], wider[i]);
-      if (!why.empty()) return "argument '" + key[i].name + "' " + why;
-    }
-    return {};
-  }
+  explicit TritonPacker(std::string_view kernel)
+      : SpecPacker(kernel, &parse_argument, &argument_covers) {}
 
   void pack(const CallToPack& call, PackFailure& failure, PackedCall& out) override {
     const std::vector<TritonArgument>& spec = specs_[call.slot];
@@ -263,8 +248,6 @@ class TritonPacker final : public ArgumentPacker {
         return;
     }
   }
-
-  SlotSpecs<TritonArgument> specs_;
 };
 
 }  // namespace

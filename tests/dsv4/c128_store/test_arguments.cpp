@@ -37,7 +37,7 @@ C128StoreArgs c128_full_args(bool fp8) {
 
 std::vector<Mutation<C128StoreArgs>> c128_input_mutations() {
   using A = C128StoreArgs;
-  return {
+  std::vector<Mutation<A>> mutations = {
       {"compressed_kv is bf16",
        [](A& a) { a.compressed_kv = with_dtype(a.compressed_kv, DType::bf16); },
        "compressed_kv",
@@ -101,6 +101,9 @@ std::vector<Mutation<C128StoreArgs>> c128_input_mutations() {
       {"eps is 0", [](A& a) { a.eps = 0.0f; }, "rms_norm_eps", {"must be positive"}},
       {"eps is -inf", [](A& a) { a.eps = -INFINITY; }, "rms_norm_eps", {"must be positive"}},
   };
+  const auto placement = k_cache_placement_mutations<A>();
+  mutations.insert(mutations.end(), placement.begin(), placement.end());
+  return mutations;
 }
 
 TEST_F(Dsv4Arguments, C128DsMlaStore) {
@@ -136,14 +139,6 @@ TEST_F(Dsv4Arguments, C128DsMlaStore) {
        [](A& a) { a.k_cache = with_stride(a.k_cache, 2, 2); },
        "k_cache",
        {kInnermost}},
-      {"k_cache base is 8-byte aligned",
-       [](A& a) { a.k_cache = misaligned(a.k_cache, 8); },
-       "k_cache",
-       {"16-byte aligned"}},
-      {"k_cache is on another GPU",
-       [](A& a) { a.k_cache = on_device(a.k_cache, Device::cuda(1)); },
-       "k_cache",
-       {kSameDevice}},
   };
   mutations.insert(mutations.end(), cache.begin(), cache.end());
   expect_all_refused<A>(

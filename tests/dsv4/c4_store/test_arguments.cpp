@@ -40,7 +40,7 @@ C4StoreArgs c4_full_args(bool fp8) {
 // The state, per-token vectors, norm weight, cos/sin and eps checks both C4 kernels share.
 std::vector<Mutation<C4StoreArgs>> c4_input_mutations() {
   using A = C4StoreArgs;
-  return {
+  std::vector<Mutation<A>> mutations = {
       {"state_cache is bf16",
        [](A& a) { a.state_cache = with_dtype(a.state_cache, DType::bf16); },
        "state_cache",
@@ -173,6 +173,9 @@ std::vector<Mutation<C4StoreArgs>> c4_input_mutations() {
       {"eps is negative", [](A& a) { a.eps = -1e-6f; }, "rms_norm_eps", {"must be positive"}},
       {"eps is NaN", [](A& a) { a.eps = std::nanf(""); }, "rms_norm_eps", {"must be positive"}},
   };
+  const auto placement = k_cache_placement_mutations<A>();
+  mutations.insert(mutations.end(), placement.begin(), placement.end());
+  return mutations;
 }
 
 TEST_F(Dsv4Arguments, C4DsMlaStore) {
@@ -208,14 +211,6 @@ TEST_F(Dsv4Arguments, C4DsMlaStore) {
        },
        "k_cache.shape[1] (block size)",
        {"must be positive"}},
-      {"k_cache base is 8-byte aligned",
-       [](A& a) { a.k_cache = misaligned(a.k_cache, 8); },
-       "k_cache",
-       {"16-byte aligned"}},
-      {"k_cache is on another GPU",
-       [](A& a) { a.k_cache = on_device(a.k_cache, Device::cuda(1)); },
-       "k_cache",
-       {kSameDevice}},
   };
   mutations.insert(mutations.end(), cache.begin(), cache.end());
   expect_all_refused<A>(

@@ -16,10 +16,7 @@
 namespace zerojit::dsv4 {
 namespace {
 
-using namespace zerojit::dsv4::testing;
-namespace in = zerojit::dsv4::testing;
-namespace ref = zerojit::dsv4::reference;
-namespace params = zj::dsv4;
+using namespace zerojit::dsv4::gpu_test;
 
 enum class PackedLayout { contiguous, gathered_slice, pair_major };
 

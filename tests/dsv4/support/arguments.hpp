@@ -160,6 +160,22 @@ inline const std::string kSameDevice = "must be on cuda:0";
 // The token count T of every baseline call.
 inline constexpr std::int64_t kTokens = 16;
 
+// The k_cache mutations every cache layout refuses alike (the C4 and C128 stores, ds_mla and
+// full rows): a base aligned to 8 bytes only, a cache on another GPU.
+template <class A>
+std::vector<Mutation<A>> k_cache_placement_mutations() {
+  return {
+      {"k_cache base is 8-byte aligned",
+       [](A& a) { a.k_cache = misaligned(a.k_cache, 8); },
+       "k_cache",
+       {"16-byte aligned"}},
+      {"k_cache is on another GPU",
+       [](A& a) { a.k_cache = on_device(a.k_cache, Device::cuda(1)); },
+       "k_cache",
+       {kSameDevice}},
+  };
+}
+
 // Mutations of the full-row caches (bf16 or per-tensor e4m3), shared by C4 and C128.
 template <class A>
 std::vector<Mutation<A>> full_cache_mutations(int k_cache_tensor, int scale_tensor) {
@@ -203,14 +219,6 @@ std::vector<Mutation<A>> full_cache_mutations(int k_cache_tensor, int scale_tens
        [](A& a) { a.k_cache = with_stride(a.k_cache, 0, 0); },
        "k_cache",
        {"overlap"}},
-      {"k_cache base is 8-byte aligned",
-       [](A& a) { a.k_cache = misaligned(a.k_cache, 8); },
-       "k_cache",
-       {"16-byte aligned"}},
-      {"k_cache is on another GPU",
-       [](A& a) { a.k_cache = on_device(a.k_cache, Device::cuda(1)); },
-       "k_cache",
-       {kSameDevice}},
       {"an e4m3 cache without fp8_scale",
        [=](A& a) {
          a.k_cache = contiguous(k_cache_tensor, DType::e4m3, {16, 64, 512});

@@ -134,3 +134,17 @@ std::string compare_k_cache(CacheKind kind, const KCache& expected,
                             const std::vector<long long>& written);
 
 }  // namespace zerojit::dsv4::testing
+
+// The names every GPU test file brings in with `using namespace zerojit::dsv4::gpu_test;`: the
+// harness, the inputs (as `in`), the CPU references (as `ref`; each test includes its kernel's
+// reference.hpp) and the kernels' parameter structs (as `params`).
+namespace zerojit::dsv4::reference {}
+
+namespace zerojit::dsv4::gpu_test {
+
+using namespace zerojit::dsv4::testing;
+namespace in = zerojit::dsv4::testing;
+namespace ref = zerojit::dsv4::reference;
+namespace params = zj::dsv4;
+
+}  // namespace zerojit::dsv4::gpu_test
