@@ -19,8 +19,8 @@ import cute_engine_owners as owners
 import cute_test_owners
 import zerojit
 from fake_dlpack import KDL_FLOAT
-from lang_cpu_cutedsl import HAVE_DSL
 from lang_cpu_cutedsl_engine import U8, cuda, gather_call, refused
+from lang_support import HAVE_DSL
 
 STUB = os.environ.get("ZEROJIT_TESTING_CUDA_DRIVER", "")
 NEEDS_STUB = unittest.skipUnless(
