@@ -12,7 +12,6 @@ import importlib.util
 import os
 import struct
 import sys
-import tempfile
 import unittest
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
@@ -84,22 +83,7 @@ def pointer(tensor):
     return stub.little_endian(tensor.data, 8)
 
 
-class StubTest(unittest.TestCase):
-    def setUp(self):
-        self.cache = tempfile.TemporaryDirectory()
-        zerojit.clear_registrations()
-        zerojit.monitor.set_mode("off")
-        zerojit.monitor.disarm()
-        stub.capturing(False)
-        stub.clear()
-
-    def tearDown(self):
-        stub.capturing(False)
-        zerojit.monitor.disarm()
-        zerojit.monitor.set_mode("off")
-        zerojit.clear_registrations()
-        self.cache.cleanup()
-
+class StubTest(stub.StubTestCase):
     def warm(self, *kernels):
         for kernel in kernels:
             zerojit.register(kernel)

@@ -99,23 +99,12 @@ class Learned(Scale):
     name = "tests.fallback.learned"
 
 
-class FallbackTest(unittest.TestCase):
-    def setUp(self):
-        self.cache = tempfile.TemporaryDirectory()
-        zerojit.clear_registrations()
-        zerojit.monitor.set_mode("off")
-        zerojit.monitor.disarm()
-        stub.capturing(False)
-        stub.clear()
-
+class FallbackTest(stub.StubTestCase):
     def tearDown(self):
         stub.capturing(False)
         zerojit.wait_background_compiles(60)
         zerojit.set_misses_file(None)
-        zerojit.monitor.disarm()
-        zerojit.monitor.set_mode("off")
-        zerojit.clear_registrations()
-        self.cache.cleanup()
+        super().tearDown()
 
     def warm(self, kernel, **options):
         zerojit.register(kernel)

@@ -6,6 +6,7 @@ it never dereferences."""
 import ctypes
 import json
 import os
+import tempfile
 import unittest
 
 from fake_dlpack import KDL_CUDA, KDL_FLOAT, VersionedProducer
@@ -99,3 +100,27 @@ _install_exchange_api()
 def little_endian(value, size):
     """`value`'s bytes as the stub prints a parameter (hex, little-endian)."""
     return (value % (1 << (8 * size))).to_bytes(size, "little").hex()
+
+
+class StubTestCase(unittest.TestCase):
+    """A test of the call path on the stub: a fresh cache folder, no registrations, the monitor
+    off and disarmed, no capture and no recorded events; all put back after the test."""
+
+    def setUp(self):
+        import zerojit  # here: the module is imported only by the tests that use the stub
+
+        self.cache = tempfile.TemporaryDirectory()
+        zerojit.clear_registrations()
+        zerojit.monitor.set_mode("off")
+        zerojit.monitor.disarm()
+        capturing(False)
+        clear()
+
+    def tearDown(self):
+        import zerojit
+
+        capturing(False)
+        zerojit.monitor.disarm()
+        zerojit.monitor.set_mode("off")
+        zerojit.clear_registrations()
+        self.cache.cleanup()

@@ -131,10 +131,13 @@ std::string number_text(std::uint64_t value) {
   return out;
 }
 
-CLI::Option* add_whole_number_option(CLI::App& app, std::string_view command,
-                                     const std::string& name, std::int64_t& target,
-                                     std::int64_t minimum, std::int64_t maximum,
-                                     const std::string& help) {
+namespace {
+
+// A whole-number option stored into `target` (std::int64_t or int, whose range the bounds keep).
+template <class Integer>
+CLI::Option* add_bounded_integer(CLI::App& app, std::string_view command, const std::string& name,
+                                 Integer& target, std::int64_t minimum, std::int64_t maximum,
+                                 const std::string& help) {
   const std::string where(command);
   return app
       .add_option_function<std::string>(
@@ -146,30 +149,25 @@ CLI::Option* add_whole_number_option(CLI::App& app, std::string_view command,
               throw option_error(
                   where, name + " takes " + range_text(minimum, maximum) + ", not " + shown(text));
             }
-            target = *value;
+            target = static_cast<Integer>(*value);
           },
           help + " (" + range_text(minimum, maximum).substr(2) + ")")
       ->type_name("N");
 }
 
+}  // namespace
+
+CLI::Option* add_whole_number_option(CLI::App& app, std::string_view command,
+                                     const std::string& name, std::int64_t& target,
+                                     std::int64_t minimum, std::int64_t maximum,
+                                     const std::string& help) {
+  return add_bounded_integer(app, command, name, target, minimum, maximum, help);
+}
+
 CLI::Option* add_whole_number_option(CLI::App& app, std::string_view command,
                                      const std::string& name, int& target, int minimum, int maximum,
                                      const std::string& help) {
-  const std::string where(command);
-  return app
-      .add_option_function<std::string>(
-          name,
-          [&target, where, name, minimum, maximum](const std::string& text) {
-            refuse_option_as_value(where, name, text);
-            const auto value = parse_whole_number(text, minimum, maximum);
-            if (!value) {
-              throw option_error(
-                  where, name + " takes " + range_text(minimum, maximum) + ", not " + shown(text));
-            }
-            target = static_cast<int>(*value);
-          },
-          help + " (" + range_text(minimum, maximum).substr(2) + ")")
-      ->type_name("N");
+  return add_bounded_integer(app, command, name, target, minimum, maximum, help);
 }
 
 CLI::Option* add_family_option(CLI::App& app, std::string_view command, const FamilyOption& option,

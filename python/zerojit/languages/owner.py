@@ -123,14 +123,18 @@ class KernelOwner:
         fallback = self.fallback(key)
         if fallback is None or fallback == key:
             return None
-        if type(fallback) is not self.Key:
-            raise InvalidArgument(
-                f"kernel {self.name}: fallback() returned {type(fallback).__name__}, not "
-                f"{self.Key.__name__} or None",
-                self.name,
-                "fallback",
-            )
+        self._check_key_type(fallback, "fallback", " or None")
         return fallback
+
+    def _check_key_type(self, value, method, alternatives=""):
+        """Refuses what ``method`` returned where a Key was due, naming the method."""
+        if type(value) is not self.Key:
+            raise InvalidArgument(
+                f"kernel {self.name}: {method}() returned {type(value).__name__}, not "
+                f"{self.Key.__name__}{alternatives}",
+                self.name,
+                "Key" if method == "dispatch" else method,
+            )
 
     def fallback_refusal(self, key, fallback, point=None):
         """Why ``fallback`` would refuse a call ``key`` accepts, or None: the two programs'
@@ -161,13 +165,7 @@ class KernelOwner:
         slot = self._slots.get(key)
         if slot is not None:
             return slot
-        if type(key) is not self.Key:
-            raise InvalidArgument(
-                f"kernel {self.name}: dispatch returned {type(key).__name__}, not "
-                f"{self.Key.__name__}",
-                self.name,
-                "Key",
-            )
+        self._check_key_type(key, "dispatch")
         fields = []
         for field, kind in self._fields:
             value = getattr(key, field)

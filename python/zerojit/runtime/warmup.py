@@ -384,25 +384,7 @@ def warmup(
         if group is not None:
             _ranks.publish_aborted(group, error)
         raise
-    return _run(
-        config_args,
-        True,
-        devices,
-        jobs,
-        cache_dir,
-        compile_only,
-        arch,
-        monitor,
-        progress,
-        arm_monitor,
-        compile_processes,
-        kernels,
-        raise_on_failure,
-        on_key,
-        group,
-        ready_file,
-        also,
-    )
+    return _run(_Run(config_args, True, **_options(locals())))
 
 
 def warmup_kernels(
@@ -425,71 +407,71 @@ def warmup_kernels(
 ):
     """warmup() of the registered Python kernels only (all, or those in ``kernels``), without
     the DSv4 family; the same options (``group`` and ``also`` included) and report."""
-    return _run(
-        {},
-        False,
-        devices,
-        jobs,
-        cache_dir,
-        compile_only,
-        arch,
-        monitor,
-        progress,
-        arm_monitor,
-        compile_processes,
-        True if kernels is None else list(kernels),
-        raise_on_failure,
-        on_key,
-        group,
-        ready_file,
-        also,
-    )
+    options = _options(locals())
+    options["kernels"] = True if kernels is None else list(kernels)
+    return _run(_Run({}, False, **options))
 
 
-def _run(
-    config_args,
-    dsv4,
-    devices,
-    jobs,
-    cache_dir,
-    compile_only,
-    arch,
-    monitor,
-    progress,
-    arm_monitor,
-    compile_processes,
-    kernels,
-    raise_on_failure,
-    on_key,
-    group=None,
-    ready_file=None,
-    also=None,
-):
+# What warmup() and warmup_kernels() take beyond the configuration, as _Run's fields.
+_OPTION_NAMES = (
+    "devices",
+    "jobs",
+    "cache_dir",
+    "compile_only",
+    "arch",
+    "monitor",
+    "progress",
+    "arm_monitor",
+    "compile_processes",
+    "kernels",
+    "raise_on_failure",
+    "on_key",
+    "group",
+    "ready_file",
+    "also",
+)
+
+
+def _options(arguments):
+    return {name: arguments[name] for name in _OPTION_NAMES}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Run:
+    """One warmup's request: the configuration's arguments (``dsv4``: the family is warmed)
+    and the options of warmup() (see its docstring)."""
+
+    config_args: dict
+    dsv4: bool
+    devices: object
+    jobs: int
+    cache_dir: object
+    compile_only: bool
+    arch: object
+    monitor: object
+    progress: str
+    arm_monitor: bool
+    compile_processes: bool
+    kernels: object
+    raise_on_failure: bool
+    on_key: object
+    group: object
+    ready_file: object
+    also: object
+
+
+def _run(run):
+    group, ready_file = run.group, run.ready_file
     if ready_file is not None:
         # First: whatever fails from here on, no earlier warmup's file says "ready".
         _remove_ready_file(ready_file)
     try:
-        report, expanded = _warm(
-            config_args,
-            dsv4,
-            devices,
-            jobs,
-            cache_dir,
-            compile_only,
-            arch,
-            monitor,
-            progress,
-            arm_monitor,
-            compile_processes,
-            kernels,
-            on_key,
-            also,
-        )
+        report, expanded = _warm(run)
         record = None
         if group is not None:
             languages = _languages(expanded)
             record = _ranks.warmup_record(
-                report, expanded or [], languages, config_args if dsv4 else None
+                report, expanded or [], languages, run.config_args if run.dsv4 else None
             )
     except BaseException as error:
         # The other ranks fail now, naming this one, rather than wait for the timeout.
@@ -497,13 +479,13 @@ def _run(
             _ranks.publish_aborted(group, error)
         raise
     if group is not None:
-        if report["ok"] or not raise_on_failure:
+        if report["ok"] or not run.raise_on_failure:
             group.agree(record, report)
         else:  # published for the others to name it; this rank raises its own WarmupError
             group.publish(record)
     if ready_file is not None and report["ok"]:  # last: ready only once the ranks agree
-        _write_ready_file(ready_file, report, compile_only)
-    if raise_on_failure and not report["ok"]:
+        _write_ready_file(ready_file, report, run.compile_only)
+    if run.raise_on_failure and not report["ok"]:
         failed = [
             {"kernel": k["kernel"], "key": k["key"], "arch": k["arch"], "error": k["error"]}
             for k in report["keys"]
@@ -523,22 +505,7 @@ def _run(
     return report
 
 
-def _warm(
-    config_args,
-    dsv4,
-    devices,
-    jobs,
-    cache_dir,
-    compile_only,
-    arch,
-    monitor,
-    progress,
-    arm_monitor,
-    compile_processes,
-    kernels,
-    on_key,
-    also=None,
-):
+def _warm(run):
     """The warmup itself: (report, the expanded registrations)."""
     if os.environ.get("ZEROJIT_COMPILE_WORKER"):
         raise WarmupError(
@@ -548,33 +515,33 @@ def _warm(
             [],
             {},
         )
-    if cache_dir is not None:
-        _core.set_cache_dir(_path_bytes(cache_dir))
-    if monitor is not None:
-        _core.set_monitor_mode(monitor)
+    if run.cache_dir is not None:
+        _core.set_cache_dir(_path_bytes(run.cache_dir))
+    if run.monitor is not None:
+        _core.set_monitor_mode(run.monitor)
     # Triton (Python) compiles run in worker processes, `jobs` at a time; they stop at the end.
-    _workers.set_limit(jobs if jobs and jobs > 0 else (os.cpu_count() or 1))
+    _workers.set_limit(run.jobs if run.jobs and run.jobs > 0 else (os.cpu_count() or 1))
     expanded = None
     try:
-        if kernels is not False:
-            _prestart(kernels, compile_only, devices, arch)
-            expanded = _expanded(None if kernels is True else kernels)
+        if run.kernels is not False:
+            _prestart(run.kernels, run.compile_only, run.devices, run.arch)
+            expanded = _expanded(None if run.kernels is True else run.kernels)
         learned = []
-        if also is not None:
-            registrations, learned = _add_learned(also)
+        if run.also is not None:
+            registrations, learned = _add_learned(run.also)
             expanded = (expanded or []) + registrations
         report_json, summary = _core.warmup(
-            **config_args,
-            devices=list(devices) if devices is not None else [],
-            jobs=int(jobs),
-            compile_only=bool(compile_only),
-            arch=arch,
-            progress=progress,
-            arm_monitor=bool(arm_monitor),
-            compile_processes=bool(compile_processes),
+            **run.config_args,
+            devices=list(run.devices) if run.devices is not None else [],
+            jobs=int(run.jobs),
+            compile_only=bool(run.compile_only),
+            arch=run.arch,
+            progress=run.progress,
+            arm_monitor=bool(run.arm_monitor),
+            compile_processes=bool(run.compile_processes),
             kernels=expanded,
-            dsv4=dsv4,
-            on_key=on_key,
+            dsv4=run.dsv4,
+            on_key=run.on_key,
             learned=learned,
         )
     finally:

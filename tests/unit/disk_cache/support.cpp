@@ -9,8 +9,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <fstream>
 #include <stdexcept>
+#include <thread>
 
 #include "examples/examples.hpp"
 #include "zerojit/zerojit.hpp"
@@ -36,6 +38,29 @@ std::vector<std::string> environment_with(const std::vector<std::string>& enviro
   }
   return settings;
 }
+
+// A program's command line and environment as exec takes them: null-terminated arrays into
+// strings this object owns (so it must outlive the exec or spawn).
+class ExecArguments {
+ public:
+  ExecArguments(const std::string& program, const std::vector<std::string>& args,
+                const std::vector<std::string>& environment)
+      : all_{program}, settings_(environment_with(environment)) {
+    all_.insert(all_.end(), args.begin(), args.end());
+    for (auto& arg : all_) argv_.push_back(arg.data());
+    argv_.push_back(nullptr);
+    for (auto& setting : settings_) envp_.push_back(setting.data());
+    envp_.push_back(nullptr);
+  }
+  char* const* argv() { return argv_.data(); }
+  char* const* envp() { return envp_.data(); }
+
+ private:
+  std::vector<std::string> all_;
+  std::vector<std::string> settings_;
+  std::vector<char*> argv_;
+  std::vector<char*> envp_;
+};
 
 }  // namespace
 
@@ -104,15 +129,7 @@ Worker::Worker(const std::string& program, const std::vector<std::string>& args,
   const std::string stem = "worker-" + std::to_string(::getpid()) + "-" + std::to_string(serial++);
   stdout_path_ = scratch / (stem + ".out");
   stderr_path_ = scratch / (stem + ".err");
-  std::vector<std::string> all{program};
-  all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& arg : all) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  std::vector<std::string> settings = environment_with(environment);
-  std::vector<char*> envp;
-  for (auto& setting : settings) envp.push_back(setting.data());
-  envp.push_back(nullptr);
+  ExecArguments exec(program, args, environment);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 1, stdout_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
@@ -120,7 +137,7 @@ Worker::Worker(const std::string& program, const std::vector<std::string>& args,
   posix_spawn_file_actions_addopen(&actions, 2, stderr_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
                                    0644);
   const int error =
-      posix_spawn(&pid_, program.c_str(), &actions, nullptr, argv.data(), envp.data());
+      posix_spawn(&pid_, program.c_str(), &actions, nullptr, exec.argv(), exec.envp());
   posix_spawn_file_actions_destroy(&actions);
   if (error != 0) throw std::runtime_error("posix_spawn " + program + " failed");
 }
@@ -192,6 +209,20 @@ std::unique_ptr<Worker> DiskCacheProcesses::start(const fs::path& root,
 WorkerRun DiskCacheProcesses::run(const fs::path& root, std::vector<std::string> extra,
                                   const std::vector<std::string>& environment) {
   return start(root, std::move(extra), environment)->wait();
+}
+
+std::unique_ptr<Worker> DiskCacheProcesses::hold_lock(const fs::path& root, int index,
+                                                      std::chrono::seconds bound) {
+  auto holder = start(root, {"--hold-lock", std::to_string(index)});
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  while (holder->stdout_so_far().find("\"locked\":true") == std::string::npos) {
+    if (!holder->running() || std::chrono::steady_clock::now() > deadline) {
+      ADD_FAILURE() << "the holder did not take the lock: " << holder->wait().describe();
+      return holder;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return holder;
 }
 
 std::size_t DiskCacheProcesses::expect_all_valid(const fs::path& root) {
@@ -300,15 +331,7 @@ std::string drain(int fd) {
 ToolRun run_tool_with_file_size_limit(const std::vector<std::string>& args,
                                       std::uint64_t file_size_limit,
                                       const std::vector<std::string>& environment) {
-  std::vector<std::string> all{ZEROJIT_TOOL};
-  all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& arg : all) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  std::vector<std::string> settings = environment_with(environment);
-  std::vector<char*> envp;
-  for (auto& setting : settings) envp.push_back(setting.data());
-  envp.push_back(nullptr);
+  ExecArguments exec(ZEROJIT_TOOL, args, environment);
   int out[2], err[2];
   if (::pipe(out) != 0 || ::pipe(err) != 0) throw std::runtime_error("pipe failed");
   const rlimit limit{static_cast<rlim_t>(file_size_limit), static_cast<rlim_t>(file_size_limit)};
@@ -321,7 +344,7 @@ ToolRun run_tool_with_file_size_limit(const std::vector<std::string>& args,
     ::dup2(err[1], 2);
     ::close(out[0]);
     ::close(err[0]);
-    ::execve(argv[0], argv.data(), envp.data());
+    ::execve(exec.argv()[0], exec.argv(), exec.envp());
     ::_exit(127);
   }
   ::close(out[1]);

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cstddef>
 #include <filesystem>
 #include <map>
@@ -102,6 +103,12 @@ class DiskCacheProcesses : public ::testing::Test {
 
   // Every entry of the root verifies; returns how many there are.
   static std::size_t expect_all_valid(const fs::path& root);
+
+  // A process holding the compile lock of manifest entry `index` of `root`, as a process
+  // compiling that key would, until it is killed (a failure when it has not taken it within
+  // `bound`).
+  std::unique_ptr<Worker> hold_lock(const fs::path& root, int index,
+                                    std::chrono::seconds bound = std::chrono::seconds(60));
 
   TempDir scratch;
 };

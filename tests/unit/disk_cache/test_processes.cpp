@@ -266,16 +266,7 @@ TEST_F(DiskCacheProcesses, ADeadLockHolderIsTakenOverAndALiveOneTimesOut) {
   const fs::path root = scratch / "cache";
   // A process holding the lock of the first key, as a compiling process would.
   auto hold = [&](const fs::path& cache_root) {
-    auto holder = start(cache_root, {"--hold-lock", "0"});
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (holder->stdout_so_far().find("\"locked\":true") == std::string::npos) {
-      if (!holder->running() || std::chrono::steady_clock::now() > deadline) {
-        ADD_FAILURE() << "the holder did not take the lock: " << holder->wait().describe();
-        return holder;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return holder;
+    return hold_lock(cache_root, 0, std::chrono::seconds(30));
   };
 
   // A waiter waits while the holder lives, and goes on as soon as it dies.

@@ -40,21 +40,6 @@ std::string origin_of(const WorkerRun& run, const std::string& key) {
 
 class SharedWarmup : public DiskCacheProcesses {
  protected:
-  // A process holding the compile lock of manifest entry `index` of `root`, as a process
-  // compiling that key would, until it is killed.
-  std::unique_ptr<Worker> hold(const fs::path& root, int index) {
-    auto holder = start(root, {"--hold-lock", std::to_string(index)});
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (holder->stdout_so_far().find("\"locked\":true") == std::string::npos) {
-      if (!holder->running() || std::chrono::steady_clock::now() > deadline) {
-        ADD_FAILURE() << "the holder did not take the lock: " << holder->wait().describe();
-        return holder;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return holder;
-  }
-
   // Waits until `worker` has finished `count` keys (or ended); returns them in order.
   static std::vector<std::string> wait_for_keys(Worker& worker, std::size_t count) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
@@ -89,7 +74,7 @@ class SharedWarmup : public DiskCacheProcesses {
       }
     }
     EXPECT_GE(index, 0) << held;
-    auto holder = hold(root, index);
+    auto holder = hold_lock(root, index);
     auto warmer = start(root, {"--jobs", "1", "--progress-lines", "--lock-timeout-ms", "600000"});
     const std::vector<std::string> first = wait_for_keys(*warmer, kExampleKeys - 1);
     EXPECT_EQ(first.size(), static_cast<std::size_t>(kExampleKeys - 1))
