@@ -41,6 +41,43 @@ def arguments(count):
     return [f"a{i}" for i in range(count)]
 
 
+@dataclasses.dataclass(frozen=True)
+class Block:
+    """Every benchmark kernel's key: one specialization each."""
+
+    block: int
+
+
+def space(zerojit, name):
+    return zerojit.Space(
+        lambda p: {name: zerojit.TensorDesc.contiguous(zerojit.DType.f32, (1024,))}
+    ).choices("n", [1024])
+
+
+class EmptyKernel:
+    """What the benchmark kernel of every language has the same, mixed in before the language's
+    zerojit class: the one key, dispatched from a0, and the warmup space that reaches it."""
+
+    Key = Block
+
+    def dispatch(self, a0):
+        return Block(128)
+
+    def warmup_space(self):
+        import zerojit  # main() imports it, once the stub stands in for the driver
+
+        return space(zerojit, "a0")
+
+
+def language_module(folder, language, count, source):
+    """Writes the module of a kernel the language loads by name (`folder` is on sys.path);
+    returns its function's name as the kernel class's `fn` gives it."""
+    module = f"bench_{language}_{count}"
+    with open(os.path.join(folder, module + ".py"), "w", encoding="utf-8") as handle:
+        handle.write(textwrap.dedent(source))
+    return f"{module}:k"
+
+
 def cuda_kernel(zerojit, count):
     names = arguments(count)
     source = (
@@ -49,13 +86,9 @@ def cuda_kernel(zerojit, count):
         + ", long long n) {}"
     )
 
-    class Empty(zerojit.Kernel):
+    class Empty(EmptyKernel, zerojit.Kernel):
         name = f"bench.cuda.empty{count}"
-        Key = Block
         params = tuple((name, "tensor") for name in names) + (("n", "i64"),)
-
-        def dispatch(self, a0):
-            return Block(128)
 
         def program(self, key):
             return zerojit.Program(source=source, function="k", key_as="none")
@@ -63,23 +96,12 @@ def cuda_kernel(zerojit, count):
         def geometry(self, key, n):
             return zerojit.Geometry(grid=-(-n // key.block), block=key.block)
 
-        def warmup_space(self):
-            return space(zerojit, "a0")
-
     return Empty
-
-
-def write_module(folder, name, text):
-    with open(os.path.join(folder, name + ".py"), "w", encoding="utf-8") as handle:
-        handle.write(textwrap.dedent(text))
 
 
 def triton_kernel(zerojit, count, folder):
     names = arguments(count)
-    write_module(
-        folder,
-        f"bench_triton_{count}",
-        f"""
+    source = f"""
         import triton
         import triton.language as tl
 
@@ -87,16 +109,12 @@ def triton_kernel(zerojit, count, folder):
         def k({", ".join(names)}, n, BLOCK: tl.constexpr):
             i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
             tl.store(a{count - 1} + i, tl.load(a0 + i, mask=i < n), mask=i < n)
-        """,
-    )
+        """
+    function = language_module(folder, "triton", count, source)
 
-    class Empty(zerojit.TritonKernel):
+    class Empty(EmptyKernel, zerojit.TritonKernel):
         name = f"bench.triton.empty{count}"
-        fn = f"bench_triton_{count}:k"
-        Key = Block
-
-        def dispatch(self, a0):
-            return Block(128)
+        fn = function
 
         def program(self, key):
             return zerojit.TritonProgram(
@@ -107,18 +125,12 @@ def triton_kernel(zerojit, count, folder):
         def grid(self, key, n):
             return (-(-n // key.block),)
 
-        def warmup_space(self):
-            return space(zerojit, "a0")
-
     return Empty
 
 
 def cute_kernel(zerojit, count, folder):
     names = arguments(count)
-    write_module(
-        folder,
-        f"bench_cute_{count}",
-        f"""
+    source = f"""
         import cuda.bindings.driver as cuda
         import cutlass
         import cutlass.cute as cute
@@ -133,38 +145,18 @@ def cute_kernel(zerojit, count, folder):
         def k({", ".join(f"{n}: cute.Tensor" for n in names)}, n: cutlass.Int32,
               stream: cuda.CUstream):
             _copy(a0, a{count - 1}).launch(grid=[1, 1, 1], block=[32, 1, 1], stream=stream)
-        """,
-    )
+        """
+    function = language_module(folder, "cute", count, source)
 
-    class Empty(zerojit.CuteKernel):
+    class Empty(EmptyKernel, zerojit.CuteKernel):
         name = f"bench.cute.empty{count}"
-        fn = f"bench_cute_{count}:k"
-        Key = Block
-
-        def dispatch(self, a0):
-            return Block(128)
+        fn = function
 
         def program(self, key):
             vector = zerojit.CuteTensor(zerojit.DType.f32, (None,))
             return zerojit.CuteProgram({**{name: vector for name in names}, "n": "i32"})
 
-        def warmup_space(self):
-            return space(zerojit, "a0")
-
     return Empty
-
-
-@dataclasses.dataclass(frozen=True)
-class Block:
-    """Every benchmark kernel's key: one specialization each."""
-
-    block: int
-
-
-def space(zerojit, name):
-    return zerojit.Space(
-        lambda p: {name: zerojit.TensorDesc.contiguous(zerojit.DType.f32, (1024,))}
-    ).choices("n", [1024])
 
 
 def timed(call, calls):

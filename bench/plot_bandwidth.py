@@ -16,20 +16,11 @@ import sys
 
 import matplotlib
 
+from dsv4_kernels import KERNELS as KERNEL_ORDER
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 
-KERNEL_ORDER = [
-    "indexer_q_fp8",
-    "indexer_q_mxfp4",
-    "dequant_gather",
-    "c4_store",
-    "c4_store_full",
-    "c128_compress",
-    "c128_store",
-    "c128_store_full",
-    "dcp_pack",
-]
 STYLE = {
     "zerojit": {"color": "tab:blue", "marker": "o", "label": "zerojit"},
     "torch_eager": {"color": "tab:orange", "marker": "s", "label": "PyTorch eager"},

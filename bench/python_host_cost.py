@@ -103,6 +103,9 @@ def gather_case(requests=1, length=64):
 
 
 def compressor_tensors(ratio, tokens):
+    """The inputs of a compressor: those that find each token's state rows (what the compressor
+    functions take first: state cache, token_to_req, positions, slot_mapping, block table),
+    then the store's (norm weight, cos/sin cache, kv slots)."""
     state_rows = 4 if ratio == 4 else 8
     width = 1024 if ratio == 4 else 512
     blocks = tokens // state_rows + 2
@@ -114,96 +117,54 @@ def compressor_tensors(ratio, tokens):
     weight = torch.ones(512, dtype=torch.bfloat16, device="cuda")
     cos_sin = cuda(torch.rand(65536, 64))
     kv_slots = torch.arange(tokens, dtype=torch.int64, device="cuda")
-    return state, requests, positions, slots, table, weight, cos_sin, kv_slots
+    return (state, requests, positions, slots, table), (weight, cos_sin, kv_slots)
+
+
+# A store op takes the Python function's arguments, then the K cache's geometry and layout
+# restated (kv_cache_block_size, kv_block_stride, fp8_scale, store_full_kv, store_full_fp8):
+# None here, taken from the cache.
+UNSTATED_CACHE_LAYOUT = (None,) * 5
+
+
+def tensors_of(arguments):
+    """The tensors among a call's arguments, in order: what the empty custom op takes."""
+    return tuple(argument for argument in arguments if isinstance(argument, torch.Tensor))
+
+
+# The argument tuples below are made once, outside the timed calls.
 
 
 def c4_case(tokens=8):
-    state, requests, positions, slots, table, weight, cos_sin, kv_slots = compressor_tensors(
-        4, tokens
-    )
+    state_args, (weight, cos_sin, kv_slots) = compressor_tensors(4, tokens)
     cache = ds_mla_cache(tokens // 64 + 2, 64)
+    direct = (*state_args, 4, weight, 1e-6, cos_sin, cache, kv_slots)
+    op = direct + UNSTATED_CACHE_LAYOUT
     return {
-        "direct": lambda: zerojit.fused_kv_compress_norm_rope_insert_sparse_attn(
-            state, requests, positions, slots, table, 4, weight, 1e-6, cos_sin, cache, kv_slots
-        ),
-        # The op takes the Python function's signature (block sizes, page stride and layout
-        # flags restated, None here).
-        "op": lambda: torch.ops.zerojit.c4_store(
-            state,
-            requests,
-            positions,
-            slots,
-            table,
-            4,
-            weight,
-            1e-6,
-            cos_sin,
-            cache,
-            kv_slots,
-            None,
-            None,
-            None,
-            None,
-            None,
-        ),
-        "args": (state, requests, positions, slots, table, weight, cos_sin, cache, kv_slots),
+        "direct": lambda: zerojit.fused_kv_compress_norm_rope_insert_sparse_attn(*direct),
+        "op": lambda: torch.ops.zerojit.c4_store(*op),
+        "args": tensors_of(direct),
         "scalars": 6,
     }
 
 
 def c128_split_case(tokens=256):
-    state, requests, positions, slots, table, weight, cos_sin, kv_slots = compressor_tensors(
-        128, tokens
-    )
+    state_args, (weight, cos_sin, kv_slots) = compressor_tensors(128, tokens)
+    _, _, positions, slots, _ = state_args
     cache = ds_mla_cache(tokens // 128 // 2 + 2, 2)
     compressed = torch.empty(tokens, 512, device="cuda")
+    # The split function takes the compress op's arguments, then the store op's after its
+    # compressed_kv, positions and slot_mapping.
+    compress = (*state_args, 8, compressed)
+    store = (weight, 1e-6, cos_sin, cache, kv_slots)
+    split = compress + store
+    store_op = (compressed, positions, slots, *store, *UNSTATED_CACHE_LAYOUT)
     return {
-        "direct": lambda: zerojit.split_kv_compress_norm_rope_insert_sparse_attn(
-            state,
-            requests,
-            positions,
-            slots,
-            table,
-            8,
-            compressed,
-            weight,
-            1e-6,
-            cos_sin,
-            cache,
-            kv_slots,
-        ),
+        "direct": lambda: zerojit.split_kv_compress_norm_rope_insert_sparse_attn(*split),
         "op": lambda: (
-            torch.ops.zerojit.c128_compress(
-                state, requests, positions, slots, table, 8, compressed
-            ),
-            torch.ops.zerojit.c128_store(
-                compressed,
-                positions,
-                slots,
-                weight,
-                1e-6,
-                cos_sin,
-                cache,
-                kv_slots,
-                None,
-                None,
-                None,
-                None,
-                None,
-            ),
+            torch.ops.zerojit.c128_compress(*compress),
+            torch.ops.zerojit.c128_store(*store_op),
         ),
-        "args": (
-            state,
-            requests,
-            positions,
-            slots,
-            table,
-            compressed,
-            weight,
-            cos_sin,
-            cache,
-            kv_slots,
-        ),
+        "args": tensors_of(split),
         "scalars": 4,  # per launch, about: the compress op takes 1, the store op 6
         "launches": 2,
     }

@@ -210,14 +210,40 @@ def k_cache(b, full, pages, block_size):
     return torch.full((pages, page_stride), SENTINEL, dtype=torch.uint8, device=b.device)
 
 
+def store_tokens(b, kernel, size, ratio, cache_block):
+    """Tokens for a compressor that stores rows into the paged K cache (C4, the C128 store): the
+    requests, the page count of a cache of `cache_block`-row pages that holds every boundary's
+    row (two pages spare), and the per-token metadata on the CPU: positions, token_to_req,
+    slots, kv slots, and the mask of the tokens that store a row."""
+    tokens, chunk = compressor_size(b, kernel, size)
+    requests = compressor_requests(b, tokens, chunk, ratio)
+    pages = (count_boundaries(requests, ratio) + cache_block - 1) // cache_block + 2
+    positions, token_to_req, slots, kv = compressor_tokens(b, requests, ratio, pages * cache_block)
+    active = (slots >= 0) & (kv >= 0) & ((positions + 1) % ratio == 0)
+    return requests, pages, (positions, token_to_req, slots, kv, active)
+
+
+def store_inputs(b, full, tokens, pages, cache_block):
+    """The inputs of the store into the K cache (C4 and the C128 store alike), `tokens` as
+    store_tokens gives them. Drawn after the kernel's own inputs, as the cases always drew them
+    (the same seed gives the same tensors)."""
+    positions, _, slots, kv, active = tokens
+    return {
+        "active": active.nonzero().squeeze(1).to(b.device),
+        "positions": positions.to(b.device),
+        "slot_mapping": slots.to(b.device),
+        "kv_slot_mapping": kv.to(b.device),
+        "norm_weight": b.uniform(0.5, 1.5, (HEAD,)).to(torch.bfloat16),
+        "cos_sin": cos_sin_table(b, int(positions.max()) + 1),
+        "k_cache": k_cache(b, full, pages, cache_block),
+        "cache_block": cache_block,
+    }
+
+
 def c4_case(b, size, full):
-    tokens, chunk = compressor_size(b, "c4", size)
-    requests = compressor_requests(b, tokens, chunk, 4)
-    boundaries = count_boundaries(requests, 4)
     cache_block = 64
-    pages = (boundaries + cache_block - 1) // cache_block + 2
-    positions, token_to_req, slots, kv = compressor_tokens(b, requests, 4, pages * cache_block)
-    active = (slots >= 0) & (kv >= 0) & ((positions + 1) % 4 == 0)
+    requests, pages, tokens = store_tokens(b, "c4", size, 4, cache_block)
+    positions, token_to_req, _, _, active = tokens
     ap = positions[active]
     first = (ap - 7).clamp_min(0)
     state_bytes = int(((ap - first + 1) * 4096).sum())
@@ -226,18 +252,11 @@ def c4_case(b, size, full):
     state, table = compressor_state(b, requests, 4, 1024, 8)
     row_out = FULL_BF16_ROW_BYTES if full else DS_MLA_ROW_BYTES
     inp = {
-        "active": active.nonzero().squeeze(1).to(b.device),
-        "positions": positions.to(b.device),
+        **store_inputs(b, full, tokens, pages, cache_block),
         "token_to_req": token_to_req.to(b.device),
-        "slot_mapping": slots.to(b.device),
-        "kv_slot_mapping": kv.to(b.device),
         "state": state,
         "state_block": 4,
         "block_table": table,
-        "norm_weight": b.uniform(0.5, 1.5, (HEAD,)).to(torch.bfloat16),
-        "cos_sin": cos_sin_table(b, int(positions.max()) + 1),
-        "k_cache": k_cache(b, full, pages, cache_block),
-        "cache_block": cache_block,
         "c4_row_offsets": torch.arange(-7, 1, device=b.device),
         "c4_halves": torch.arange(8, device=b.device) // 4,
     }
@@ -281,27 +300,16 @@ def c128_compress_case(b, size):
 
 
 def c128_store_case(b, size, full):
-    tokens, chunk = compressor_size(b, "c128_store", size)
-    requests = compressor_requests(b, tokens, chunk, 128)
-    boundaries = count_boundaries(requests, 128)
     cache_block = 2
-    pages = (boundaries + cache_block - 1) // cache_block + 2
-    positions, _, slots, kv = compressor_tokens(b, requests, 128, pages * cache_block)
-    active = (slots >= 0) & (kv >= 0) & ((positions + 1) % 128 == 0)
+    _, pages, tokens = store_tokens(b, "c128_store", size, 128, cache_block)
+    positions, _, _, _, active = tokens
     n_active = int(active.sum())
     count = positions.numel()
     magnitude = torch.exp2(b.randint(-8, 8, (count, 1)).float()).to(b.device)
     row_out = FULL_BF16_ROW_BYTES if full else DS_MLA_ROW_BYTES
     inp = {
-        "active": active.nonzero().squeeze(1).to(b.device),
-        "positions": positions.to(b.device),
-        "slot_mapping": slots.to(b.device),
-        "kv_slot_mapping": kv.to(b.device),
         "compressed_kv": b.uniform(-2.0, 2.0, (count, HEAD)) * magnitude,
-        "norm_weight": b.uniform(0.5, 1.5, (HEAD,)).to(torch.bfloat16),
-        "cos_sin": cos_sin_table(b, int(positions.max()) + 1),
-        "k_cache": k_cache(b, full, pages, cache_block),
-        "cache_block": cache_block,
+        **store_inputs(b, full, tokens, pages, cache_block),
     }
     return inp, {
         "tokens": count,

@@ -4,17 +4,8 @@ of the spec, written the straightforward eager way."""
 
 import torch
 
-KERNELS = [
-    "indexer_q_fp8",
-    "indexer_q_mxfp4",
-    "dequant_gather",
-    "c4_store",
-    "c4_store_full",
-    "c128_compress",
-    "c128_store",
-    "c128_store_full",
-    "dcp_pack",
-]
+from dsv4_kernels import KERNELS  # noqa: F401  (exported with the shapes to torch_composite.py)
+
 SIZES = ["small", "serving", "large"]
 
 # DSv4-Flash shapes (spec 0.1).

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs the GPU tests (part "tests"), the GPU benchmarks (part "bench") or what the kernel
 # languages and the call path add (part "languages": the Triton tests and benchmark, the core's
-# GPU tests, the hit path's cost, serving through a miss and the Python host cost) from a folder
-# made by scripts/stage_gpu.sh, writing logs under OUT_DIR. Every step has its own time limit,
-# so a hang in one still leaves the others' logs.
+# GPU tests, the hit path's cost, serving through a miss, the Python host cost and 8 processes
+# sharing a cold warmup) from a folder made by scripts/stage_gpu.sh, writing logs under OUT_DIR.
+# Every step has its own time limit, so a hang in one still leaves the others' logs.
 # Part "compare" times the hit path (BM_SideBySide) and the Python host cost per call
 # (bench/python_host_cost.py) of this stage and of BEFORE_DIR (a stage of an earlier revision:
 # bench/zerojit_bench_launch and python/zerojit), alternating, in one run.
@@ -46,6 +46,9 @@ if [ "$part" = languages ]; then
   step 180 "$out/languages.log" "$stage/bench/zerojit_bench_fallback"
   PYTHONPATH=$stage/python step 240 "$out/languages.log" python3 "$repo/bench/python_host_cost.py" \
     --json "$out/host_cost.json"
+  # 8 ranks against 1 sharing a cold warmup on the host's cores (docs/BENCHMARKS.md, section 18).
+  SEPARATE_SESSIONS=1 step 300 "$out/shared_warmup.log" bash "$repo/bench/shared_warmup.sh" \
+    "$stage" 8 3 union
 elif [ "$part" = tests ]; then
   nvidia-smi -L >"$out/gpu_tests.log" 2>&1
   step 120 "$out/gpu_tests.log" "$stage/tests/zerojit_core_gpu_tests"

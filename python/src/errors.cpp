@@ -9,6 +9,7 @@
 #include "dsv4/config.hpp"
 #include "fast_call.hpp"
 #include "zerojit/error.hpp"
+#include "zerojit/redis_store.hpp"
 
 namespace py = pybind11;
 
@@ -61,6 +62,8 @@ void translate(std::exception_ptr pointer) {
           {{"call", py::str(e.call())},
            {"code", py::int_(e.code())},
            {"error_name", py::str(e.error_name())}});
+  } catch (const StoreTimeout& e) {  // as torch.distributed's stores raise
+    PyErr_SetString(PyExc_TimeoutError, e.what());
   } catch (const UnavailableError& e) {
     raise(classes.unavailable, e.what(), {});
   } catch (const LaunchError& e) {

@@ -1,6 +1,9 @@
 """One rank of test_cpu_ranks.py's groups, run as its own process:
 
-    python rank_worker.py SCENARIO RANK WORLD STORE_DIR ODD_RANK TIMEOUT
+    python rank_worker.py SCENARIO RANK WORLD STORE ODD_RANK TIMEOUT
+
+STORE: a directory (a zerojit.FileStore) or "redis://host:port/db#prefix" (a zerojit.RedisStore
+under that prefix).
 
 Prints one JSON line: {"ok": true} or the error the rank raised ({"error", "message",
 "ranks", "missing"}); the "stop" scenario prints its rounds' times instead.
@@ -113,7 +116,11 @@ def stop_rounds(rank, world, store):
 def main():
     scenario, rank, world, path, odd, timeout = sys.argv[1:7]
     rank, world, odd = int(rank), int(world), int(odd)
-    store = zerojit.FileStore(path, timeout=20)
+    if path.startswith("redis://"):
+        url, _, prefix = path.partition("#")
+        store = zerojit.RedisStore(url, prefix=prefix, timeout=20)
+    else:
+        store = zerojit.FileStore(path, timeout=20)
     if scenario == "stop":
         print(json.dumps({"times": stop_rounds(rank, world, store)}), flush=True)
         return

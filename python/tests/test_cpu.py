@@ -21,6 +21,7 @@ os.environ.pop("ZEROJIT_MONITOR", None)
 
 import pytorch_nvrtc  # noqa: E402,F401  (before zerojit)
 import zerojit  # noqa: E402
+from dsv4_support import dequant_gather_arguments, refused_compressor_arguments  # noqa: E402
 from fake_dlpack import (  # noqa: E402
     KDL_BFLOAT,
     KDL_COMPLEX,
@@ -454,10 +455,7 @@ class DLPackTest(unittest.TestCase):
         self.assertEqual(logits.deleted, 1)
 
     def test_optional_sizes_must_agree_with_the_tensors(self):
-        out = VersionedProducer((1, 16, 512), (4, 16, 1))  # bf16
-        cache = VersionedProducer((4, 64, 584), (1, 8, 1))  # uint8
-        seq_lens = VersionedProducer((1,), (KDL_INT, 32, 1))
-        table = VersionedProducer((1, 4), (KDL_INT, 32, 1))
+        out, cache, seq_lens, table = dequant_gather_arguments()
         with self.assertRaises(zerojit.InvalidArgument) as raised:
             zerojit.dequantize_and_gather_k_cache(out, cache, seq_lens, None, table, 256, 0)
         self.assertEqual(raised.exception.argument, "block_size")
@@ -517,17 +515,7 @@ class NumpyErrorMappingTest(unittest.TestCase):
             )
         with self.assertRaisesRegex(zerojit.InvalidArgument, "compress_ratio"):
             zerojit.compress_norm_rope_store(
-                None,
-                0,
-                None,
-                numpy.zeros(1, i64),
-                None,
-                None,
-                8,
-                512,
-                None,
-                None,
-                None,
+                *refused_compressor_arguments(None, numpy.zeros(1, i64), num_actual=0),
                 compress_ratio=16,
                 rms_norm_weight=numpy.zeros(512, f32),
             )

@@ -23,6 +23,7 @@ os.environ.pop("ZEROJIT_MONITOR", None)
 
 import pytorch_nvrtc  # noqa: E402,F401  (before zerojit)
 import zerojit  # noqa: E402
+from dsv4_support import dequant_gather_arguments, refused_compressor_arguments  # noqa: E402
 from fake_dlpack import KDL_INT, HostileProducer, VersionedProducer  # noqa: E402
 
 # The example Python kernel (examples/python/user_kernel.py): what the cache tests warm, also in
@@ -88,10 +89,7 @@ class IntegerArgumentTest(unittest.TestCase):
         self.assertEqual(logits.deleted, 1)
 
     def test_every_other_integer_parameter_refuses_floats_and_strings(self):
-        out = VersionedProducer((1, 16, 512), (4, 16, 1))  # bf16
-        cache = VersionedProducer((4, 64, 584), (1, 8, 1))  # uint8
-        seq_lens = VersionedProducer((1,), (KDL_INT, 32, 1))
-        table = VersionedProducer((1, 4), (KDL_INT, 32, 1))
+        out, cache, seq_lens, table = dequant_gather_arguments()
         for function in (
             zerojit.dequantize_and_gather_k_cache,
             zerojit.reference.dequantize_and_gather_k_cache,
@@ -120,25 +118,14 @@ class IntegerArgumentTest(unittest.TestCase):
                 "compress_ratio": 128 if argument == "num_actual" else 4,
                 "rms_norm_weight": VersionedProducer((512,)),
             }
-            arguments = [
-                state,
-                1,
-                None,
-                VersionedProducer((1,), (KDL_INT, 64, 1)),
-                None,
-                None,
-                8,
-                1024 if kwargs["compress_ratio"] == 4 else 512,
-                None,
-                None,
-                None,
-            ]
-            if argument == "num_actual":
-                arguments[1] = value
-            elif argument == "state_width":
-                arguments[7] = value
-            else:
-                kwargs[argument] = value
+            positional = {
+                "num_actual": 1,
+                "state_width": 1024 if kwargs["compress_ratio"] == 4 else 512,
+            }
+            # The argument under test takes the bad value, where it is passed.
+            (positional if argument in positional else kwargs)[argument] = value
+            positions = VersionedProducer((1,), (KDL_INT, 64, 1))
+            arguments = refused_compressor_arguments(state, positions, **positional)
             self.assert_refused(
                 lambda: zerojit.compress_norm_rope_store(*arguments, **kwargs),
                 argument,
@@ -148,19 +135,8 @@ class IntegerArgumentTest(unittest.TestCase):
 
     def test_pdl_kwargs_that_are_not_a_dict_are_refused_by_name(self):
         state = VersionedProducer((2, 8, 1024))
-        arguments = [
-            state,
-            1,
-            None,
-            VersionedProducer((1,), (KDL_INT, 64, 1)),
-            None,
-            None,
-            8,
-            1024,
-            None,
-            None,
-            None,
-        ]
+        positions = VersionedProducer((1,), (KDL_INT, 64, 1))
+        arguments = refused_compressor_arguments(state, positions, state_width=1024)
         for value in (True, "launch_pdl", 1):
             self.assert_refused(
                 lambda: zerojit.compress_norm_rope_store(

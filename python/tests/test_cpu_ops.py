@@ -17,6 +17,7 @@ _CACHE_ROOT = tempfile.mkdtemp(prefix="zerojit-python-test-")
 os.environ["ZEROJIT_CACHE_DIR"] = _CACHE_ROOT
 
 import zerojit  # noqa: E402
+from dsv4_support import refused_compressor_arguments  # noqa: E402
 from fake_dlpack import KDL_BFLOAT, KDL_FLOAT, VersionedProducer  # noqa: E402
 from zerojit import _core  # noqa: E402
 
@@ -279,17 +280,7 @@ class RestatedValuesTest(unittest.TestCase):
         state = VersionedProducer((2, 8, 512), (KDL_FLOAT, 32, 1))
         self.refused(
             lambda: zerojit.compress_norm_rope_store(
-                state,
-                1,
-                None,
-                numpy.zeros(1, numpy.int64),
-                None,
-                None,
-                8,
-                512,
-                None,
-                None,
-                None,
+                *refused_compressor_arguments(state, numpy.zeros(1, numpy.int64)),
                 compress_ratio=128,
                 rms_norm_weight=VersionedProducer((512,)),
             ),

@@ -2,15 +2,18 @@
 (rank_worker.py) over a zerojit.FileStore passes when the ranks are equal and fails on every
 rank, naming the odd one, when one compiles for another arch, warms a narrower space, dies
 mid-warmup (named after the timeout) or raises; the comparison's causes (configuration,
-compiler); the store; and the watch, which stops every rank within a second of one rank's
-runtime JIT (the median time-to-stop of 10 rounds is printed: docs/BENCHMARKS.md). NVRTC
-compiles the one tiny kernel; no GPU, no PyTorch (torch's TCPStore is used where torch is).
+compiler); the stores (zerojit.RedisStore against a redis-server, with groups over it too); and
+the watch, which stops every rank within a second of one rank's runtime JIT (the median
+time-to-stop of 10 rounds is printed: docs/BENCHMARKS.md). NVRTC compiles the one tiny kernel;
+no GPU, no PyTorch (torch's TCPStore is used where torch is).
 """
 
 import importlib.util
 import json
 import os
+import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -24,6 +27,7 @@ os.environ.pop("ZEROJIT_MONITOR", None)
 
 import pytorch_nvrtc  # noqa: E402,F401  (before zerojit)
 import zerojit  # noqa: E402
+from lang_support import redis_server  # noqa: E402
 from zerojit.runtime import agreement  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -33,10 +37,11 @@ ODD = 5
 needs_nvrtc = unittest.skipUnless(zerojit.nvrtc_available(), "NVRTC is not available")
 
 
-def run_ranks(scenario, timeout=20.0, world=WORLD):
+def run_ranks(scenario, timeout=20.0, world=WORLD, store=None):
     """Runs every rank of a group as a process; returns each rank's JSON line (rank -> dict;
-    None for a rank that printed none)."""
-    store = tempfile.mkdtemp(prefix="zerojit-ranks-store-")
+    None for a rank that printed none). store: rank_worker.py's STORE (default: a fresh
+    directory)."""
+    store = store or tempfile.mkdtemp(prefix="zerojit-ranks-store-")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, *sys.path]))
     processes = [
         subprocess.Popen(
@@ -58,51 +63,53 @@ def run_ranks(scenario, timeout=20.0, world=WORLD):
     return out
 
 
+def assert_every_rank_names_the_odd_one(test, results, *texts, skip=()):
+    for rank, result in results.items():
+        if rank in skip:
+            continue
+        test.assertEqual(result.get("error"), "RankAgreementError", (rank, result))
+        test.assertIn(ODD, result["ranks"], result)
+        for text in texts:
+            test.assertIn(text, result["message"], (rank, result["message"]))
+    messages = {r["message"] for rank, r in results.items() if rank not in skip}
+    test.assertEqual(len(messages), 1, "every rank raises the same message")
+
+
+NARROWED = (
+    "a narrowed warmup space: rank 5 lacks 1 keys of test.rank_kernel",
+    "test.rank_kernel [n=32] on sm_90a: only on rank 0",
+)
+
+
 @needs_nvrtc
 class RankWarmupTest(unittest.TestCase):
-    def assert_every_rank_names_the_odd_one(self, results, *texts, skip=()):
-        for rank, result in results.items():
-            if rank in skip:
-                continue
-            self.assertEqual(result.get("error"), "RankAgreementError", (rank, result))
-            self.assertIn(ODD, result["ranks"], result)
-            for text in texts:
-                self.assertIn(text, result["message"], (rank, result["message"]))
-        messages = {r["message"] for rank, r in results.items() if rank not in skip}
-        self.assertEqual(len(messages), 1, "every rank raises the same message")
-
     def test_rank_equal_ranks_agree(self):
         results = run_ranks("equal")
         self.assertEqual(results, {rank: {"ok": True} for rank in range(WORLD)})
 
     def test_rank_with_another_arch_fails_every_rank(self):
         results = run_ranks("arch")
-        self.assert_every_rank_names_the_odd_one(
-            results, "rank 5 differs from rank 0", "another arch: sm_80 on rank 5, sm_90a"
+        assert_every_rank_names_the_odd_one(
+            self, results, "rank 5 differs from rank 0", "another arch: sm_80 on rank 5, sm_90a"
         )
 
     def test_rank_with_a_narrowed_space_fails_every_rank(self):
-        results = run_ranks("narrow")
-        self.assert_every_rank_names_the_odd_one(
-            results,
-            "a narrowed warmup space: rank 5 lacks 1 keys of test.rank_kernel",
-            "test.rank_kernel [n=32] on sm_90a: only on rank 0",
-        )
+        assert_every_rank_names_the_odd_one(self, run_ranks("narrow"), *NARROWED)
 
     def test_rank_with_a_failed_key_fails_every_rank(self):
         results = run_ranks("broken")
         self.assertEqual(results[ODD]["error"], "WarmupError")  # its own, naming the key
         self.assertIn("test.rank_kernel [n=32]", results[ODD]["message"])
-        self.assert_every_rank_names_the_odd_one(
-            results, "rank 5 failed to compile 1 keys", skip=(ODD,)
+        assert_every_rank_names_the_odd_one(
+            self, results, "rank 5 failed to compile 1 keys", skip=(ODD,)
         )
 
     def test_rank_that_dies_mid_warmup_is_named_after_the_timeout(self):
         started = time.monotonic()
         results = run_ranks("die", timeout=2.0)
         self.assertIsNone(results[ODD])
-        self.assert_every_rank_names_the_odd_one(
-            results, "rank 5 never published its warmup within 2 s", skip=(ODD,)
+        assert_every_rank_names_the_odd_one(
+            self, results, "rank 5 never published its warmup within 2 s", skip=(ODD,)
         )
         self.assertEqual({tuple(r["missing"]) for k, r in results.items() if k != ODD}, {(5,)})
         self.assertLess(time.monotonic() - started, 20)
@@ -111,15 +118,15 @@ class RankWarmupTest(unittest.TestCase):
         results = run_ranks("late", timeout=2.0)
         self.assertEqual(results[ODD]["error"], "RankAgreementError")
         self.assertIn("rank 5 published after another rank's timeout", results[ODD]["message"])
-        self.assert_every_rank_names_the_odd_one(
-            results, "rank 5 never published its warmup within 2 s", skip=(ODD,)
+        assert_every_rank_names_the_odd_one(
+            self, results, "rank 5 never published its warmup within 2 s", skip=(ODD,)
         )
 
     def test_rank_whose_warmup_is_interrupted_is_named_at_once(self):
         results = run_ranks("abort", timeout=30.0)
         self.assertEqual(results[ODD]["error"], "KeyboardInterrupt")
-        self.assert_every_rank_names_the_odd_one(
-            results, "rank 5: its warmup raised: KeyboardInterrupt", skip=(ODD,)
+        assert_every_rank_names_the_odd_one(
+            self, results, "rank 5: its warmup raised: KeyboardInterrupt", skip=(ODD,)
         )
 
 
@@ -184,24 +191,34 @@ class RankAgreementTest(unittest.TestCase):
         self.assertEqual(agreement.ranks_text([0, 1, 2, 4, 6, 7]), "0-2, 4, 6-7")
 
 
+def check_store_semantics(test, store):
+    """What RankGroup relies on of a zerojit store (torch.distributed's semantics): values whole
+    and binary, add(key, 0) a read that creates nothing, adds atomic, bounded waits naming the
+    keys. `store`: fresh, its timeout short."""
+    store.set("a/b", "x\0y")
+    test.assertEqual(store.get("a/b"), b"x\0y")
+    test.assertEqual(store.add("n", 0), 0)
+    test.assertFalse(store.check(["n"]), "add(key, 0) created the key")
+    counts = []
+    threads = [threading.Thread(target=lambda: counts.append(store.add("n", 1))) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    test.assertEqual(sorted(counts), list(range(1, 9)))
+    test.assertTrue(store.check(["n", "a/b"]))
+    with test.assertRaisesRegex(TimeoutError, "'never'"):
+        store.get("never")
+    with test.assertRaisesRegex(TimeoutError, "'gone'"):
+        store.wait(["a/b", "gone"], timeout=0.05)
+    test.assertTrue(store.delete_key("a/b"))
+    test.assertFalse(store.check(["a/b"]))
+
+
 class RankStoreTest(unittest.TestCase):
     def test_rank_file_store(self):
         store = zerojit.FileStore(tempfile.mkdtemp(), timeout=0.2)
-        store.set("a/b", "x")
-        self.assertEqual(store.get("a/b"), b"x")
-        self.assertEqual(store.add("n", 0), 0)
-        self.assertFalse(store.check(["n"]))
-        counts = []
-        threads = [
-            threading.Thread(target=lambda: counts.append(store.add("n", 1))) for _ in range(8)
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        self.assertEqual(sorted(counts), list(range(1, 9)))
-        with self.assertRaisesRegex(TimeoutError, "keys not set"):
-            store.get("never")
+        check_store_semantics(self, store)
         store.set("k" * 400, b"long")
         self.assertEqual(store.get("k" * 400), b"long")
 
@@ -227,6 +244,62 @@ class RankStoreTest(unittest.TestCase):
         group = zerojit.RankGroup(0, 1, store, timeout=2)
         records = group.agree(record(0, RankAgreementTest.ENTRIES))
         self.assertEqual(list(records), [0])
+
+
+needs_redis = unittest.skipIf(
+    shutil.which("redis-server") is None,
+    "redis-server is not installed (scripts/setup.sh installs it)",
+)
+
+
+@needs_redis
+class RankRedisStoreTest(unittest.TestCase):
+    """zerojit.RedisStore: the store's semantics, then the groups of 8 processes over it."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.url = f"redis://127.0.0.1:{cls.enterClassContext(redis_server())}/0"
+
+    def test_rank_redis_store_methods(self):
+        check_store_semantics(self, zerojit.RedisStore(self.url, prefix="methods", timeout=0.2))
+
+    def test_rank_redis_store_errors_name_the_cause_never_the_password(self):
+        with self.assertRaisesRegex(ValueError, "ZEROJIT_REMOTE_CACHE"):
+            saved = os.environ.pop("ZEROJIT_REMOTE_CACHE", None)
+            try:
+                zerojit.RedisStore()
+            finally:
+                if saved is not None:
+                    os.environ["ZEROJIT_REMOTE_CACHE"] = saved
+        with self.assertRaisesRegex(zerojit.Error, "url"):
+            zerojit.RedisStore("http://example")
+        with socket.socket() as closed:  # a port nothing listens on
+            closed.bind(("127.0.0.1", 0))
+            port = closed.getsockname()[1]
+        store = zerojit.RedisStore(f"redis://:s3cret@127.0.0.1:{port}/0")
+        self.assertNotIn("s3cret", repr(store))
+        with self.assertRaises(zerojit.Error) as caught:
+            store.set("warmup/1/0", "record")
+        self.assertIn("SET of key 'warmup/1/0'", str(caught.exception))
+        self.assertNotIn("s3cret", str(caught.exception))
+
+    def ranks_over_redis(self, scenario, **kwargs):
+        prefix = f"{scenario}-{time.monotonic_ns()}"  # a fresh store per job
+        return run_ranks(scenario, store=f"{self.url}#{prefix}", **kwargs)
+
+    @needs_nvrtc
+    def test_rank_equal_ranks_agree_over_redis(self):
+        results = self.ranks_over_redis("equal")
+        self.assertEqual(results, {rank: {"ok": True} for rank in range(WORLD)})
+
+    @needs_nvrtc
+    def test_rank_with_a_narrowed_space_fails_every_rank_over_redis(self):
+        assert_every_rank_names_the_odd_one(self, self.ranks_over_redis("narrow"), *NARROWED)
+
+    @needs_nvrtc
+    def test_rank_miss_stops_every_rank_over_redis(self):
+        median = stop_median(self, self.ranks_over_redis("stop"), "a zerojit.RedisStore")
+        self.assertLess(median, 1.0)
 
 
 class RankWatchTest(unittest.TestCase):
@@ -296,24 +369,29 @@ class RankWatchTest(unittest.TestCase):
 @needs_nvrtc
 class RankStopTest(unittest.TestCase):
     def test_rank_miss_stops_every_rank_within_a_second(self):
-        results = run_ranks("stop")
-        rounds = {}
-        for rank, result in results.items():
-            for round_, stopped, at in result["times"]:
-                if stopped is not None:
-                    rounds.setdefault(round_, []).append(stopped - at)
-                else:
-                    self.fail(f"rank {rank} was not stopped in round {round_}")
-        self.assertEqual(sorted(rounds), list(range(10)))
-        self.assertEqual({len(times) for times in rounds.values()}, {WORLD - 1})
-        slowest = [max(times) for times in rounds.values()]
-        median = statistics.median(slowest)
-        print(
-            f"\ntime-to-stop of the last of {WORLD - 1} ranks, median of 10: "
-            f"{median * 1000:.0f} ms (max {max(slowest) * 1000:.0f} ms)",
-            file=sys.stderr,
-        )
+        median = stop_median(self, run_ranks("stop"), "a zerojit.FileStore")
         self.assertLess(median, 1.0)
+
+
+def stop_median(test, results, over):
+    """The "stop" scenario's rounds checked (every other rank stopped in each) and its
+    time-to-stop of the last rank, median of the 10 rounds, printed and returned (seconds)."""
+    rounds = {}
+    for rank, result in results.items():
+        for round_, stopped, at in result["times"]:
+            if stopped is None:
+                test.fail(f"rank {rank} was not stopped in round {round_}")
+            rounds.setdefault(round_, []).append(stopped - at)
+    test.assertEqual(sorted(rounds), list(range(10)))
+    test.assertEqual({len(times) for times in rounds.values()}, {WORLD - 1})
+    slowest = [max(times) for times in rounds.values()]
+    median = statistics.median(slowest)
+    print(
+        f"\ntime-to-stop of the last of {WORLD - 1} ranks over {over}, median of 10: "
+        f"{median * 1000:.0f} ms (max {max(slowest) * 1000:.0f} ms)",
+        file=sys.stderr,
+    )
+    return median
 
 
 if __name__ == "__main__":

@@ -91,157 +91,92 @@ def dequant_gather(device):
     return function, [out, flat, seq_lens, table.to(torch.int32).contiguous().to(device)]
 
 
-def compressor_inputs(ratio, device, seed):
-    state_block = 4 if ratio == 4 else 8
-    spans = [range(0, 23), range(40, 61)] if ratio == 4 else [range(0, 130), range(250, 260)]
-    inputs = CompressorInputs(ratio, state_block, spans, seed=seed)
-    kv_slots = inputs.kv_slots(16, seed=seed + 1)
-    moved = [
-        inputs.state_cache,
-        inputs.token_to_req,
-        inputs.positions,
-        inputs.slot_mapping,
-        inputs.block_table,
-        inputs.rms_norm_weight,
-        inputs.cos_sin_cache,
-        kv_slots,
-    ]
-    return inputs.block_size, [t.to(device) for t in moved]
+def compressor_case(ratio, seed, call, ds_mla_rows=None):
+    """A compressor op's case (a build, as CASES holds them). Its function takes the inputs of
+    test_gpu.CompressorInputs for `ratio` and a K cache of 8 pages (full bf16 rows, 2 a page; or
+    with `ds_mla_rows`, fp8_ds_mla pages of that many rows, filled with 0xA5 so that what the op
+    leaves shows), calls ``call(state_args, weight, cos_sin, k_cache, kv_slots)`` and returns the
+    cache. ``state_args`` are what every compressor function takes first: (state, requests,
+    positions, slots, table, block size); ``k_cache`` is the cache as the op takes it."""
 
-
-def c4_store(full):
     def build(device):
-        block_size, (state, requests, positions, slots, table, weight, cos_sin, kv_slots) = (
-            compressor_inputs(4, device, seed=6)
-        )
-        if full:
+        state_block = 4 if ratio == 4 else 8
+        spans = [range(0, 23), range(40, 61)] if ratio == 4 else [range(0, 130), range(250, 260)]
+        inputs = CompressorInputs(ratio, state_block, spans, seed=seed)
+        block_size = inputs.block_size
+        if ds_mla_rows is None:
             cache = torch.zeros(8, 2, 512, dtype=torch.bfloat16, device=device)
         else:
-            cache = torch.full((8 * 1152,), 0xA5, dtype=torch.uint8, device=device)
+            stride = test_gpu.default_page_stride(ds_mla_rows)
+            cache = torch.full((8 * stride,), 0xA5, dtype=torch.uint8, device=device)
 
         def function(state, requests, positions, slots, table, weight, cos_sin, cache, kv_slots):
-            view = cache if full else as_ds_mla_cache(cache, 8, 1, 1152)
-            zerojit.fused_kv_compress_norm_rope_insert_sparse_attn(
-                state,
-                requests,
-                positions,
-                slots,
-                table,
-                block_size,
-                weight,
-                1e-6,
-                cos_sin,
-                view,
-                kv_slots,
-            )
+            if ds_mla_rows is None:
+                k_cache = cache
+            else:
+                k_cache = as_ds_mla_cache(cache, 8, ds_mla_rows, stride)
+            state_args = (state, requests, positions, slots, table, block_size)
+            call(state_args, weight, cos_sin, k_cache, kv_slots)
             return (cache,)
 
-        return function, [
-            state,
-            requests,
-            positions,
-            slots,
-            table,
-            weight,
-            cos_sin,
+        moved = [
+            inputs.state_cache,
+            inputs.token_to_req,
+            inputs.positions,
+            inputs.slot_mapping,
+            inputs.block_table,
+            inputs.rms_norm_weight,
+            inputs.cos_sin_cache,
             cache,
-            kv_slots,
+            inputs.kv_slots(16, seed=seed + 1),
         ]
+        return function, [t.to(device) for t in moved]
 
     return build
 
 
-def c128_stages(device):
-    block_size, (state, requests, positions, slots, table, weight, cos_sin, kv_slots) = (
-        compressor_inputs(128, device, seed=8)
+def c4_store(state_args, weight, cos_sin, k_cache, kv_slots):
+    zerojit.fused_kv_compress_norm_rope_insert_sparse_attn(
+        *state_args, weight, 1e-6, cos_sin, k_cache, kv_slots
     )
-    cache = torch.full((8 * 1728,), 0xA5, dtype=torch.uint8, device=device)
-
-    def function(state, requests, positions, slots, table, weight, cos_sin, cache, kv_slots):
-        compressed = zerojit.sparse_attn_compress_c128(
-            state, requests, positions, slots, table, block_size
-        )
-        zerojit.sparse_attn_norm_rope_store(
-            compressed,
-            positions,
-            slots,
-            weight,
-            1e-6,
-            cos_sin,
-            as_ds_mla_cache(cache, 8, 2, 1728),
-            kv_slots,
-        )
-        return (cache,)
-
-    return function, [state, requests, positions, slots, table, weight, cos_sin, cache, kv_slots]
 
 
-def c128_split(device):
-    block_size, (state, requests, positions, slots, table, weight, cos_sin, kv_slots) = (
-        compressor_inputs(128, device, seed=9)
+def c128_stages(state_args, weight, cos_sin, k_cache, kv_slots):
+    compressed = zerojit.sparse_attn_compress_c128(*state_args)
+    _, _, positions, slots, _, _ = state_args
+    zerojit.sparse_attn_norm_rope_store(
+        compressed, positions, slots, weight, 1e-6, cos_sin, k_cache, kv_slots
     )
-    cache = torch.zeros(8, 2, 512, dtype=torch.bfloat16, device=device)
 
-    def function(state, requests, positions, slots, table, weight, cos_sin, cache, kv_slots):
-        zerojit.split_kv_compress_norm_rope_insert_sparse_attn(
+
+def c128_split(state_args, weight, cos_sin, k_cache, kv_slots):
+    zerojit.split_kv_compress_norm_rope_insert_sparse_attn(
+        *state_args, None, weight, 1e-6, cos_sin, k_cache, kv_slots
+    )
+
+
+def compressor_entry_point(ratio):
+    def call(state_args, weight, cos_sin, k_cache, kv_slots):
+        state, requests, positions, slots, table, block_size = state_args
+        zerojit.compress_norm_rope_store(
             state,
+            len(positions),
             requests,
             positions,
             slots,
             table,
             block_size,
+            1024 if ratio == 4 else 512,
+            cos_sin,
+            k_cache,
+            kv_slots,
             None,
-            weight,
-            1e-6,
-            cos_sin,
-            cache,
-            kv_slots,
+            compress_ratio=ratio,
+            rms_norm_weight=weight,
+            rms_norm_eps=1e-6,
         )
-        return (cache,)
 
-    return function, [state, requests, positions, slots, table, weight, cos_sin, cache, kv_slots]
-
-
-def compressor_entry_point(ratio):
-    def build(device):
-        _, (state, requests, positions, slots, table, weight, cos_sin, kv_slots) = (
-            compressor_inputs(ratio, device, seed=10 + ratio)
-        )
-        cache = torch.zeros(8, 2, 512, dtype=torch.bfloat16, device=device)
-
-        def function(state, requests, positions, slots, table, weight, cos_sin, cache, kv_slots):
-            zerojit.compress_norm_rope_store(
-                state,
-                len(positions),
-                requests,
-                positions,
-                slots,
-                table,
-                4 if ratio == 4 else 8,
-                1024 if ratio == 4 else 512,
-                cos_sin,
-                cache,
-                kv_slots,
-                None,
-                compress_ratio=ratio,
-                rms_norm_weight=weight,
-                rms_norm_eps=1e-6,
-            )
-            return (cache,)
-
-        return function, [
-            state,
-            requests,
-            positions,
-            slots,
-            table,
-            weight,
-            cos_sin,
-            cache,
-            kv_slots,
-        ]
-
-    return build
+    return compressor_case(ratio, 10 + ratio, call)
 
 
 def dcp_pack(device):
@@ -261,10 +196,10 @@ CASES = [
     ("indexer_q mxfp4", indexer_mxfp4),
     ("indexer_q fp8 into outputs", indexer_fp8_into),
     ("dequant_gather", dequant_gather),
-    ("c4 store ds_mla", c4_store(full=False)),
-    ("c4 store full", c4_store(full=True)),
-    ("c128 compress then store", c128_stages),
-    ("c128 split", c128_split),
+    ("c4 store ds_mla", compressor_case(4, 6, c4_store, ds_mla_rows=1)),
+    ("c4 store full", compressor_case(4, 6, c4_store)),
+    ("c128 compress then store", compressor_case(128, 8, c128_stages, ds_mla_rows=2)),
+    ("c128 split", compressor_case(128, 9, c128_split)),
     ("compressor entry point ratio 4", compressor_entry_point(4)),
     ("compressor entry point ratio 128", compressor_entry_point(128)),
     ("dcp pack", dcp_pack),
@@ -291,11 +226,16 @@ class TorchCustomOpsTest(unittest.TestCase):
                 differ = int((bits(a.cpu()) != bits(e.cpu())).sum())
                 self.fail(f"{what}: output {index}: {differ} elements differ from eager")
 
+    def run_eagerly(self, build):
+        """A case's function and inputs, and what the function returns on clones of the inputs,
+        run eagerly: what every other way of running it must give."""
+        function, inputs = build(self.device)
+        return function, inputs, function(*clones(inputs))
+
     def test_every_op_compiles_with_no_graph_break_and_matches_eager(self):
         for name, build in CASES:
             with self.subTest(op=name):
-                function, inputs = build(self.device)
-                eager = function(*clones(inputs))
+                function, inputs, eager = self.run_eagerly(build)
                 compiled = torch.compile(function, fullgraph=True)
                 result = compiled(*clones(inputs))
                 torch.cuda.synchronize()
@@ -318,8 +258,7 @@ class TorchCustomOpsTest(unittest.TestCase):
 
         for name, build in CASES:
             with self.subTest(op=name):
-                function, inputs = build(self.device)
-                eager = function(*clones(inputs))
+                function, inputs, eager = self.run_eagerly(build)
                 launches = zerojit.monitor.counters()
                 with FakeTensorMode() as mode:
                     fake = function(*[mode.from_tensor(t) for t in inputs])
@@ -338,8 +277,7 @@ class TorchCustomOpsTest(unittest.TestCase):
     def test_a_compiled_region_captured_in_a_cuda_graph_replays_every_op(self):
         for name, build in CASES:
             with self.subTest(op=name):
-                function, inputs = build(self.device)
-                expected = function(*clones(inputs))
+                function, inputs, expected = self.run_eagerly(build)
                 compiled = torch.compile(function, fullgraph=True)
                 static = clones(inputs)
                 compiled(*clones(inputs))  # compile (and warm every key) outside the capture

@@ -60,7 +60,7 @@ from zerojit.runtime.warmup import (
 )
 from zerojit import hooks
 from zerojit.runtime.ranks import RankGroup
-from zerojit.runtime.stores import FileStore
+from zerojit.runtime.stores import FileStore, RedisStore
 from zerojit.languages.cuda.owner import DType, Geometry, Kernel, Launch, Program, TensorDesc
 from zerojit.languages.triton.owner import SUPPORTED_TRITON, TritonKernel, TritonProgram
 from zerojit.languages.cutedsl.owner import CuteKernel, CuteProgram, CuteSym, CuteTensor
@@ -164,6 +164,7 @@ __all__ = [
     "Launch",
     "Program",
     "FileStore",
+    "RedisStore",
     "RankGroup",
     "Space",
     "TensorDesc",

@@ -126,21 +126,39 @@ Manifest checked_manifest(const WarmupRegistry& registry) {
 
 namespace {
 
-int warm(const WarmupCommand& command, WarmupOutcome& outcome) {
-  Selection selection;
-  select(*command.family, command.values, command.arch, selection);
-  // What serving processes missed is warmed too: a missed key compiles ahead of time from now on.
+// What warmup reads of the command line; `no_gpu_reason` says why nothing will be loaded, when
+// the warmup is not compile-only and no device is there.
+WarmupOptions warmup_options(const WarmupCommand& command, const std::string& arch,
+                             std::string& no_gpu_reason) {
+  WarmupOptions options;
+  options.arch = arch;
+  options.jobs = command.jobs;
+  options.compile_only = command.compile_only;
+  options.compile_processes = !command.in_process;
+  options.progress = command.json ? ProgressStyle::none : ProgressStyle::automatic;
+  if (!command.compile_only) {
+    options.devices = selected_devices(command.devices);
+    if (cuda::device_count() == 0) {
+      no_gpu_reason = cuda::driver_available() ? "the driver reports no device"
+                                               : cuda::driver_unavailable_reason();
+    }
+  }
+  return options;
+}
+
+// The keys of the files of --also, learned into the registry (a missed key compiles ahead of
+// time from now on); returns how many misses they held.
+std::size_t learn_misses(const WarmupCommand& command, WarmupRegistry& registry) {
   std::size_t learned = 0;
   for (const std::string& file : command.also) {
     const MissesFile misses = read_misses_for_tool(file, "warmup --also");
     learned += misses.misses.size();
-    for (const std::string& note : selection.registry.add_learned(misses)) {
-      print_warning(file + ": " + note);
-    }
+    for (const std::string& note : registry.add_learned(misses)) print_warning(file + ": " + note);
   }
-  install_cache(command.cache, "warmup");
-  require_nvrtc();
-  const std::string arch = selection.configuration.arch;
+  return learned;
+}
+
+void check_arch(const std::string& arch) {
   try {
     // With NVRTC loaded already (no memo of its version), ask it now: one error up front, not
     // one a key. Otherwise a compile that needs it says the same (failing_for_unsupported_arch).
@@ -152,20 +170,157 @@ int warm(const WarmupCommand& command, WarmupOutcome& outcome) {
   } catch (const Error& error) {
     throw ToolError{kExitUsage, error.what(), "pass --arch sm_90a (H100/H200) or sm_100a (B200)"};
   }
-  WarmupOptions options;
-  options.arch = arch;
-  options.jobs = command.jobs;
-  options.compile_only = command.compile_only;
-  options.compile_processes = !command.in_process;
-  options.progress = command.json ? ProgressStyle::none : ProgressStyle::automatic;
-  std::string no_gpu_reason;
-  if (!command.compile_only) {
-    options.devices = selected_devices(command.devices);
-    if (cuda::device_count() == 0) {
-      no_gpu_reason = cuda::driver_available() ? "the driver reports no device"
-                                               : cuda::driver_unavailable_reason();
+}
+
+// What a finished warmup failed at, in the order it is worth saying: no NVRTC, an arch it does
+// not support, keys that did not compile, then a pack that does not hold its whole manifest.
+std::optional<ToolError> warmup_failure(const WarmupCommand& command, const WarmupReport& report,
+                                        const Manifest& manifest, const std::string& arch,
+                                        json& pack_missing) {
+  std::optional<ToolError> failure = failing_for_want_of_nvrtc(report);
+  if (!failure) failure = failing_for_unsupported_arch(report, arch);
+  if (failure) return failure;  // said once (the progress lines already named each key)
+  if (!report.ok()) {
+    return ToolError{kExitCompileFailure,
+                     std::to_string(report.failed()) + " of " +
+                         std::to_string(report.total_keys()) + " keys failed to compile",
+                     compile_failure_advice(report)};
+  }
+  if (command.compile_only && !command.cache.cache_dir.empty()) {
+    return incomplete_pack(manifest, arch, command.cache.cache_dir, pack_missing);
+  }
+  return std::nullopt;
+}
+
+// The --json document's result: the report, with what the tool knows besides.
+json warmup_json(const WarmupCommand& command, const Selection& selection,
+                 const WarmupReport& report, bool kept, std::size_t learned,
+                 const json& pack_missing) {
+  json result = parse_library_json(report.to_json());
+  result["family"] = selection.family->name;
+  result["configuration"] = parse_library_json(selection.configuration.json);
+  result["cache"] = describe_cache();
+  result["cache_writable"] = kept;
+  if (const DiskCache* disk = installed_disk_cache()) {
+    // What was compiled but could not be kept: warned once on standard error, counted here.
+    const DiskCacheCounters counters = disk->counters();
+    result["disk_cache"] = {{"published", counters.published},
+                            {"write_failures", counters.write_failures},
+                            {"not_saved", counters.not_saved}};
+  }
+  result["compile_only"] = command.compile_only;
+  result["learned_misses"] = learned;
+  if (!pack_missing.empty()) result["pack_missing"] = pack_missing;
+  if (const RemoteCache* remote = installed_remote_cache()) {
+    result["remote_cache"] = parse_library_json(to_json(remote->counters()));
+  }
+  return result;
+}
+
+// The per-kernel table (and with --verbose the per-key one).
+void print_tables(const WarmupReport& report, bool verbose, const Style& out) {
+  Table table({{"kernel"},
+               {"keys", Table::Align::right},
+               {"memory", Table::Align::right},
+               {"disk", Table::Align::right},
+               {"compiled", Table::Align::right},
+               {"failed", Table::Align::right},
+               {"seconds", Table::Align::right}});
+  for (const KernelReport& k : report.kernels) {
+    table.add_row({k.kernel, std::to_string(k.keys), std::to_string(k.from_memory),
+                   std::to_string(k.from_disk), std::to_string(k.compiled),
+                   k.failed ? out.red(std::to_string(k.failed)) : "0", fixed(k.seconds, 3)});
+  }
+  table.add_footer({"total (" + std::to_string(report.kernels.size()) + " kernels)",
+                    std::to_string(report.total_keys()), std::to_string(report.from_memory()),
+                    std::to_string(report.from_disk()), std::to_string(report.compiled()),
+                    report.failed() ? out.red(std::to_string(report.failed())) : "0",
+                    fixed(report.wall_seconds, 3) + " wall"});
+  std::printf("\n");
+  table.print(stdout, out);
+  if (verbose && !report.keys.empty()) {
+    Table keys({{"kernel"}, {"arch"}, {"origin"}, {"seconds", Table::Align::right}, {"key"}});
+    for (const KeyReport& key : report.keys) {
+      keys.add_row({key.kernel, key.arch,
+                    key.error.empty() ? std::string(to_string(key.origin)) : out.red("FAILED"),
+                    fixed(key.seconds, 3), key.key});
+    }
+    std::printf("\n");
+    keys.print(stdout, out);
+  }
+}
+
+// The cache tiers' lines: the remote's counters, and compiled kernels the disk could not keep.
+void print_cache_lines(const Style& out) {
+  if (const RemoteCache* remote = installed_remote_cache()) {
+    const RemoteCacheCounters c = remote->counters();
+    std::printf(
+        "\n%s %llu hits, %llu misses, %llu published, %llu bad, %llu too large, %llu "
+        "errors (%llu timeouts), %llu lock waits (%llu gave up), %llu backoffs\n",
+        out.dim("remote cache:").c_str(), static_cast<unsigned long long>(c.hits),
+        static_cast<unsigned long long>(c.misses), static_cast<unsigned long long>(c.published),
+        static_cast<unsigned long long>(c.bad_entries),
+        static_cast<unsigned long long>(c.too_large), static_cast<unsigned long long>(c.errors),
+        static_cast<unsigned long long>(c.timeouts), static_cast<unsigned long long>(c.lock_waits),
+        static_cast<unsigned long long>(c.lock_wait_timeouts),
+        static_cast<unsigned long long>(c.backoffs));
+  }
+  if (const DiskCache* disk = installed_disk_cache()) {
+    const DiskCacheCounters counters = disk->counters();
+    const std::uint64_t lost = counters.write_failures + counters.not_saved;
+    if (lost > 0) {
+      std::printf(
+          "\n%s %llu compiled kernel%s could not be kept on disk (the cache warning above "
+          "says why); other processes will compile %s again\n",
+          out.dim("disk cache:").c_str(), static_cast<unsigned long long>(lost),
+          lost == 1 ? "" : "s", lost == 1 ? "it" : "them");
     }
   }
+}
+
+// What was built and loaded, then (without a failure) the closing "ok:" line.
+void print_closing(const WarmupCommand& command, const WarmupReport& report,
+                   const std::string& no_gpu_reason, bool kept, const std::string& not_kept,
+                   const std::optional<ToolError>& failure, const Style& out) {
+  std::printf("\n");
+  std::string archs;
+  for (const auto& a : report.archs) archs += (archs.empty() ? "" : ", ") + a;
+  if (!report.devices.empty()) {
+    std::printf("built for %s; loaded on device%s %s\n", archs.c_str(),
+                report.devices.size() > 1 ? "s" : "", join_devices(report.devices).c_str());
+  } else if (command.compile_only) {
+    std::printf("built for %s; loaded nothing (--compile-only)\n", archs.c_str());
+  } else {
+    std::printf("built for %s only; loaded nothing (no GPU: %s)\n", archs.c_str(),
+                no_gpu_reason.c_str());
+  }
+  std::fflush(stdout);
+  if (failure) throw *failure;
+  if (command.compile_only && !command.cache.cache_dir.empty()) {
+    std::printf(
+        "%s ahead-of-time pack in %s: %d keys for %s; mount it read-only with "
+        "--layer %s (or ZEROJIT_CACHE_READONLY_DIRS)\n",
+        out.green("ok:").c_str(), command.cache.cache_dir.c_str(), report.total_keys(),
+        archs.c_str(), command.cache.cache_dir.c_str());
+  } else if (!report.devices.empty()) {
+    std::printf("%s %d keys loaded%s\n", out.green("ok:").c_str(), report.total_keys(),
+                report.monitor_armed ? "; monitor armed" : "");
+  } else {
+    std::printf("%s %d keys built\n", out.green("ok:").c_str(), report.total_keys());
+    if (!kept) print_note("nothing was kept on disk (" + not_kept + "); pass --cache-dir DIR");
+  }
+}
+
+int warm(const WarmupCommand& command, WarmupOutcome& outcome) {
+  Selection selection;
+  select(*command.family, command.values, command.arch, selection);
+  const std::size_t learned = learn_misses(command, selection.registry);
+  install_cache(command.cache, "warmup");
+  require_nvrtc();
+  const std::string arch = selection.configuration.arch;
+  check_arch(arch);
+  std::string no_gpu_reason;
+  const WarmupOptions options = warmup_options(command, arch, no_gpu_reason);
   const Style out = Style::for_stream(stdout);
   if (!command.json) {
     std::printf("%s %s\n", out.bold(program_name() + " warmup:").c_str(),
@@ -196,20 +351,9 @@ int warm(const WarmupCommand& command, WarmupOutcome& outcome) {
                    {"devices", report.devices},
                    {"compile_only", command.compile_only},
                    {"manifest_digest", manifest_digest(report)}};
-  std::optional<ToolError> failure = failing_for_want_of_nvrtc(report);
-  if (!failure) failure = failing_for_unsupported_arch(report, arch);
-  if (failure) {
-    // Said once (the progress lines already named each key).
-  } else if (!report.ok()) {
-    failure = ToolError{kExitCompileFailure,
-                        std::to_string(report.failed()) + " of " +
-                            std::to_string(report.total_keys()) + " keys failed to compile",
-                        compile_failure_advice(report)};
-  }
   json pack_missing = json::array();
-  if (!failure && command.compile_only && !command.cache.cache_dir.empty()) {
-    failure = incomplete_pack(manifest, arch, command.cache.cache_dir, pack_missing);
-  }
+  const std::optional<ToolError> failure =
+      warmup_failure(command, report, manifest, arch, pack_missing);
   for (const KeyReport& key : report.keys) {
     if (!key.error.empty() && (!failure || failure->exit_code == kExitCompileFailure)) {
       std::fprintf(stderr, "%s %s [%s] for %s:\n  %s\n",
@@ -217,111 +361,16 @@ int warm(const WarmupCommand& command, WarmupOutcome& outcome) {
                    key.key.c_str(), key.arch.c_str(), first_lines(key.error, 30).c_str());
     }
   }
-
   if (command.json) {
-    json result = parse_library_json(report.to_json());
-    result["family"] = selection.family->name;
-    result["configuration"] = parse_library_json(selection.configuration.json);
-    result["cache"] = describe_cache();
-    result["cache_writable"] = kept;
-    if (const DiskCache* disk = installed_disk_cache()) {
-      // What was compiled but could not be kept: warned once on standard error, counted here.
-      const DiskCacheCounters counters = disk->counters();
-      result["disk_cache"] = {{"published", counters.published},
-                              {"write_failures", counters.write_failures},
-                              {"not_saved", counters.not_saved}};
-    }
-    result["compile_only"] = command.compile_only;
-    result["learned_misses"] = learned;
-    if (!pack_missing.empty()) result["pack_missing"] = pack_missing;
-    if (const RemoteCache* remote = installed_remote_cache()) {
-      result["remote_cache"] = parse_library_json(to_json(remote->counters()));
-    }
+    json result = warmup_json(command, selection, report, kept, learned, pack_missing);
     if (failure) print_error(failure->message, failure->hint);
     print_json(failure ? failure_document("warmup", *failure, std::move(result))
                        : success_document("warmup", std::move(result)));
     return failure ? failure->exit_code : kExitOk;
   }
-  Table table({{"kernel"},
-               {"keys", Table::Align::right},
-               {"memory", Table::Align::right},
-               {"disk", Table::Align::right},
-               {"compiled", Table::Align::right},
-               {"failed", Table::Align::right},
-               {"seconds", Table::Align::right}});
-  for (const KernelReport& k : report.kernels) {
-    table.add_row({k.kernel, std::to_string(k.keys), std::to_string(k.from_memory),
-                   std::to_string(k.from_disk), std::to_string(k.compiled),
-                   k.failed ? out.red(std::to_string(k.failed)) : "0", fixed(k.seconds, 3)});
-  }
-  table.add_footer({"total (" + std::to_string(report.kernels.size()) + " kernels)",
-                    std::to_string(report.total_keys()), std::to_string(report.from_memory()),
-                    std::to_string(report.from_disk()), std::to_string(report.compiled()),
-                    report.failed() ? out.red(std::to_string(report.failed())) : "0",
-                    fixed(report.wall_seconds, 3) + " wall"});
-  std::printf("\n");
-  table.print(stdout, out);
-  if (command.verbose && !report.keys.empty()) {
-    Table keys({{"kernel"}, {"arch"}, {"origin"}, {"seconds", Table::Align::right}, {"key"}});
-    for (const KeyReport& key : report.keys) {
-      keys.add_row({key.kernel, key.arch,
-                    key.error.empty() ? std::string(to_string(key.origin)) : out.red("FAILED"),
-                    fixed(key.seconds, 3), key.key});
-    }
-    std::printf("\n");
-    keys.print(stdout, out);
-  }
-  if (const RemoteCache* remote = installed_remote_cache()) {
-    const RemoteCacheCounters c = remote->counters();
-    std::printf(
-        "\n%s %llu hits, %llu misses, %llu published, %llu bad, %llu too large, %llu "
-        "errors (%llu timeouts), %llu lock waits (%llu gave up), %llu backoffs\n",
-        out.dim("remote cache:").c_str(), static_cast<unsigned long long>(c.hits),
-        static_cast<unsigned long long>(c.misses), static_cast<unsigned long long>(c.published),
-        static_cast<unsigned long long>(c.bad_entries),
-        static_cast<unsigned long long>(c.too_large), static_cast<unsigned long long>(c.errors),
-        static_cast<unsigned long long>(c.timeouts), static_cast<unsigned long long>(c.lock_waits),
-        static_cast<unsigned long long>(c.lock_wait_timeouts),
-        static_cast<unsigned long long>(c.backoffs));
-  }
-  if (const DiskCache* disk = installed_disk_cache()) {
-    const DiskCacheCounters counters = disk->counters();
-    const std::uint64_t lost = counters.write_failures + counters.not_saved;
-    if (lost > 0) {
-      std::printf(
-          "\n%s %llu compiled kernel%s could not be kept on disk (the cache warning above "
-          "says why); other processes will compile %s again\n",
-          out.dim("disk cache:").c_str(), static_cast<unsigned long long>(lost),
-          lost == 1 ? "" : "s", lost == 1 ? "it" : "them");
-    }
-  }
-  std::printf("\n");
-  std::string archs;
-  for (const auto& a : report.archs) archs += (archs.empty() ? "" : ", ") + a;
-  if (!report.devices.empty()) {
-    std::printf("built for %s; loaded on device%s %s\n", archs.c_str(),
-                report.devices.size() > 1 ? "s" : "", join_devices(report.devices).c_str());
-  } else if (command.compile_only) {
-    std::printf("built for %s; loaded nothing (--compile-only)\n", archs.c_str());
-  } else {
-    std::printf("built for %s only; loaded nothing (no GPU: %s)\n", archs.c_str(),
-                no_gpu_reason.c_str());
-  }
-  std::fflush(stdout);
-  if (failure) throw *failure;
-  if (command.compile_only && !command.cache.cache_dir.empty()) {
-    std::printf(
-        "%s ahead-of-time pack in %s: %d keys for %s; mount it read-only with "
-        "--layer %s (or ZEROJIT_CACHE_READONLY_DIRS)\n",
-        out.green("ok:").c_str(), command.cache.cache_dir.c_str(), report.total_keys(),
-        archs.c_str(), command.cache.cache_dir.c_str());
-  } else if (!report.devices.empty()) {
-    std::printf("%s %d keys loaded%s\n", out.green("ok:").c_str(), report.total_keys(),
-                report.monitor_armed ? "; monitor armed" : "");
-  } else {
-    std::printf("%s %d keys built\n", out.green("ok:").c_str(), report.total_keys());
-    if (!kept) print_note("nothing was kept on disk (" + not_kept + "); pass --cache-dir DIR");
-  }
+  print_tables(report, command.verbose, out);
+  print_cache_lines(out);
+  print_closing(command, report, no_gpu_reason, kept, not_kept, failure, out);
   return kExitOk;
 }
 

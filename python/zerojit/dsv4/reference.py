@@ -17,17 +17,10 @@ import functools
 from zerojit import _core
 from zerojit import dsv4 as _dsv4
 
+# A CPU reference of every function of zerojit.dsv4 (wrapped below, one by one), then the
+# comparisons a test checks their outputs with.
 __all__ = [
-    "fused_indexer_q_rope_quant",
-    "fused_indexer_q_rope_quant_fp8",
-    "fused_indexer_q_rope_quant_mxfp4",
-    "dequantize_and_gather_k_cache",
-    "compress_norm_rope_store",
-    "fused_kv_compress_norm_rope_insert_sparse_attn",
-    "split_kv_compress_norm_rope_insert_sparse_attn",
-    "sparse_attn_compress_c128",
-    "sparse_attn_norm_rope_store",
-    "pack_dcp_topk_candidates",
+    *_dsv4.__all__,
     "compare_ds_mla_rows",
     "compare_full_rows",
     "compare_compressed_kv",

@@ -1,12 +1,22 @@
-"""A key-value store in a directory, for the ranks of one host (or of a shared filesystem) and
-for tests: ``zerojit.FileStore(path)``.
+"""The stores a ``zerojit.RankGroup`` can use besides torch.distributed's:
+``zerojit.FileStore(path)``, a directory, for the ranks of one host (or of a shared filesystem)
+and for tests; and ``zerojit.RedisStore(url=None, prefix=None, timeout=300)``, a Redis server
+(the remote cache tier's client, compiled: include/zerojit/redis_store.hpp), for ranks on
+several hosts.
 
-It has the methods ``zerojit.RankGroup`` uses, with torch.distributed's store semantics:
-``set(key, value)``, ``get(key) -> bytes``, ``add(key, n) -> int``, ``check(keys)`` and
-``wait(keys, timeout)``. Every value is one file, written whole to a temporary name and renamed
-over the key's, so a reader sees the old value or the new one, never a part. ``add`` takes an
-``flock`` on the key's lock file, so processes may count on one key at once. Every wait is
-bounded: ``get`` and ``wait`` give up after ``timeout`` seconds (a TimeoutError naming the keys).
+Both have the same methods, with torch.distributed's store semantics: ``set(key, value)``,
+``get(key) -> bytes``, ``add(key, n) -> int`` (``add(key, 0)`` reads a counter without creating
+it), ``check(keys)``, ``wait(keys, timeout=None)`` and ``delete_key(key)``. Every wait is
+bounded: a missing key's ``get`` and ``wait`` raise TimeoutError after ``timeout`` seconds.
+
+In a FileStore every value is one file, written whole to a temporary name and renamed over the
+key's, so a reader sees the old value or the new one, never a part; ``add`` takes an ``flock``
+on the key's lock file, so processes may count on one key at once.
+
+A RedisStore takes the remote tier's variables (``ZEROJIT_REMOTE_CACHE``, ``..._PASSWORD``,
+``..._PREFIX``, the timeouts and TLS: docs/CACHE.md) where its arguments are not given; its
+keys live under ``<prefix>:store:``. A server that cannot be reached in time raises
+``zerojit.Error`` naming the command and the key (never the password).
 """
 
 import base64
@@ -16,7 +26,11 @@ import os
 import tempfile
 import time
 
-__all__ = ["FileStore"]
+from zerojit import _core
+
+__all__ = ["FileStore", "RedisStore"]
+
+RedisStore = _core.RedisStore
 
 
 class FileStore:
