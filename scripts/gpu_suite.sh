@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Runs the GPU tests (part "tests"), the GPU benchmarks (part "bench") or what the kernel
+# Runs the GPU tests (part "tests"), the GPU benchmarks (part "bench"), what the kernel
 # languages and the call path add (part "languages": the Triton tests and benchmark, the core's
-# GPU tests, the hit path's cost, serving through a miss, the Python host cost and 8 processes
+# GPU tests, the hit path's cost, serving through a miss and the Python host cost) or the Python
+# module's part (part "python": its GPU tests, rank groups over torch's TCPStore and 8 processes
 # sharing a cold warmup) from a folder made by scripts/stage_gpu.sh, writing logs under OUT_DIR.
 # Every step has its own time limit, so a hang in one still leaves the others' logs.
 # Part "compare" times the hit path (BM_SideBySide) and the Python host cost per call
 # (bench/python_host_cost.py) of this stage and of BEFORE_DIR (a stage of an earlier revision:
 # bench/zerojit_bench_launch and python/zerojit), alternating, in one run.
-#   scripts/gpu_suite.sh STAGE_DIR OUT_DIR tests|bench|languages
+#   scripts/gpu_suite.sh STAGE_DIR OUT_DIR tests|bench|languages|python
 #   scripts/gpu_suite.sh STAGE_DIR OUT_DIR compare BEFORE_DIR
 set -uo pipefail
 stage=$(cd "$1" && pwd)
@@ -32,6 +33,12 @@ if [ -d "$stage/cute" ]; then  # the CuTeDSL tests' pack, references and runtime
   export ZEROJIT_CUTE_DSL_RUNTIME=$stage/cute/libcute_dsl_runtime.so
   export ZEROJIT_TEST_CUTE_EXPORTS=$stage/cute
 fi
+python_gpu_tests() {  # the Python module's GPU tests and its PyTorch integration's
+  PYTHONPATH=$stage/python step 150 "$out/python.log" python3 -m unittest discover -v \
+    -s "$repo/python/tests" -t "$repo/python/tests" -p 'test_gpu*.py'
+  PYTHONPATH=$stage/python step 150 "$out/python.log" python3 -m unittest discover -v \
+    -s "$repo/python/tests" -t "$repo/python/tests" -p 'test_cpu_torch*.py'
+}
 if [ "$part" = languages ]; then
   nvidia-smi -L >"$out/languages.log" 2>&1
   python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)' \
@@ -46,9 +53,6 @@ if [ "$part" = languages ]; then
   step 180 "$out/languages.log" "$stage/bench/zerojit_bench_fallback"
   PYTHONPATH=$stage/python step 240 "$out/languages.log" python3 "$repo/bench/python_host_cost.py" \
     --json "$out/host_cost.json"
-  # 8 ranks against 1 sharing a cold warmup on the host's cores (docs/BENCHMARKS.md, section 18).
-  SEPARATE_SESSIONS=1 step 300 "$out/shared_warmup.log" bash "$repo/bench/shared_warmup.sh" \
-    "$stage" 8 3 union
 elif [ "$part" = tests ]; then
   nvidia-smi -L >"$out/gpu_tests.log" 2>&1
   step 120 "$out/gpu_tests.log" "$stage/tests/zerojit_core_gpu_tests"
@@ -59,13 +63,19 @@ elif [ "$part" = tests ]; then
   step 90 "$out/tool.log" "$ZEROJIT_TOOL" run --model dsv4-pro --steps 2000 --monitor error
   step 60 "$out/tool.log" "$ZEROJIT_TOOL" run --steps 300 --testing-warmup-max-tokens 256 --monitor error
   if [ -d "$stage/python/zerojit" ]; then
-    PYTHONPATH=$stage/python step 150 "$out/python.log" python3 -m unittest discover -v \
-      -s "$repo/python/tests" -t "$repo/python/tests" -p 'test_gpu*.py'
-    PYTHONPATH=$stage/python step 150 "$out/python.log" python3 -m unittest discover -v \
-      -s "$repo/python/tests" -t "$repo/python/tests" -p 'test_cpu_torch*.py'
+    python_gpu_tests
     PYTHONPATH=$stage/python step 300 "$out/languages.log" python3 -m unittest discover -v \
       -s "$repo/python/tests" -t "$repo/python/tests" -p 'lang_gpu*.py'
   fi
+elif [ "$part" = python ]; then
+  nvidia-smi -L >"$out/python.log" 2>&1
+  python_gpu_tests
+  # Groups of 8 ranks over torch's TCPStore (torch is here), then 8 ranks against 1 sharing a
+  # cold warmup on the host's cores (docs/BENCHMARKS.md, section 18).
+  PYTHONPATH=$stage/python step 300 "$out/ranks.log" python3 -m unittest discover -v \
+    -s "$repo/python/tests" -t "$repo/python/tests" -p 'test_cpu_ranks.py'
+  SEPARATE_SESSIONS=1 step 300 "$out/shared_warmup.log" bash "$repo/bench/shared_warmup.sh" \
+    "$stage" 8 3 union
 elif [ "$part" = compare ]; then
   before=$(cd "$4" && pwd)
   for round in 1 2; do

@@ -2,8 +2,8 @@
 
     python rank_worker.py SCENARIO RANK WORLD STORE ODD_RANK TIMEOUT
 
-STORE: a directory (a zerojit.FileStore) or "redis://host:port/db#prefix" (a zerojit.RedisStore
-under that prefix).
+STORE: a directory (a zerojit.FileStore), "redis://host:port/db#prefix" (a zerojit.RedisStore
+under that prefix) or "tcp://host:port" (a client of a torch.distributed TCPStore).
 
 Prints one JSON line: {"ok": true} or the error the rank raised ({"error", "message",
 "ranks", "missing"}); the "stop" scenario prints its rounds' times instead.
@@ -113,14 +113,25 @@ def stop_rounds(rank, world, store):
     return times
 
 
+def open_store(path):
+    if path.startswith("redis://"):
+        url, _, prefix = path.partition("#")
+        return zerojit.RedisStore(url, prefix=prefix, timeout=20)
+    if path.startswith("tcp://"):  # a client of the test's torch.distributed TCPStore
+        import datetime
+
+        from torch.distributed import TCPStore
+
+        host, _, port = path[len("tcp://") :].rpartition(":")
+        timeout = datetime.timedelta(seconds=20)
+        return TCPStore(host, int(port), None, False, timeout=timeout)
+    return zerojit.FileStore(path, timeout=20)
+
+
 def main():
     scenario, rank, world, path, odd, timeout = sys.argv[1:7]
     rank, world, odd = int(rank), int(world), int(odd)
-    if path.startswith("redis://"):
-        url, _, prefix = path.partition("#")
-        store = zerojit.RedisStore(url, prefix=prefix, timeout=20)
-    else:
-        store = zerojit.FileStore(path, timeout=20)
+    store = open_store(path)
     if scenario == "stop":
         print(json.dumps({"times": stop_rounds(rank, world, store)}), flush=True)
         return

@@ -5,7 +5,7 @@ mid-warmup (named after the timeout) or raises; the comparison's causes (configu
 compiler); the stores (zerojit.RedisStore against a redis-server, with groups over it too); and
 the watch, which stops every rank within a second of one rank's runtime JIT (the median
 time-to-stop of 10 rounds is printed: docs/BENCHMARKS.md). NVRTC compiles the one tiny kernel;
-no GPU, no PyTorch (torch's TCPStore is used where torch is).
+no GPU, no PyTorch (torch's TCPStore is used where torch is, groups of 8 over it too).
 """
 
 import importlib.util
@@ -35,6 +35,9 @@ WORKER = os.path.join(HERE, "rank_worker.py")
 WORLD = 8
 ODD = 5
 needs_nvrtc = unittest.skipUnless(zerojit.nvrtc_available(), "NVRTC is not available")
+needs_torch = unittest.skipUnless(
+    importlib.util.find_spec("torch"), "torch is not installed: no TCPStore"
+)
 
 
 def run_ranks(scenario, timeout=20.0, world=WORLD, store=None):
@@ -236,7 +239,7 @@ class RankStoreTest(unittest.TestCase):
         with self.assertRaisesRegex(TypeError, "has no add"):
             zerojit.RankGroup(0, 1, NoAdd())
 
-    @unittest.skipUnless(importlib.util.find_spec("torch"), "torch is not installed: no TCPStore")
+    @needs_torch
     def test_rank_group_over_torch_tcp_store(self):
         from torch.distributed import TCPStore
 
@@ -244,6 +247,20 @@ class RankStoreTest(unittest.TestCase):
         group = zerojit.RankGroup(0, 1, store, timeout=2)
         records = group.agree(record(0, RankAgreementTest.ENTRIES))
         self.assertEqual(list(records), [0])
+
+    @needs_torch
+    @needs_nvrtc
+    def test_rank_groups_of_8_over_torch_tcp_store(self):
+        from torch.distributed import TCPStore
+
+        for scenario in ("equal", "narrow"):
+            # A fresh store per job, as a rendezvous's: this process holds it, the ranks connect.
+            server = TCPStore("127.0.0.1", 0, None, True, wait_for_workers=False)
+            results = run_ranks(scenario, store=f"tcp://127.0.0.1:{server.port}")
+            if scenario == "equal":
+                self.assertEqual(results, {rank: {"ok": True} for rank in range(WORLD)})
+            else:
+                assert_every_rank_names_the_odd_one(self, results, *NARROWED)
 
 
 needs_redis = unittest.skipIf(
