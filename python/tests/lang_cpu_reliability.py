@@ -11,6 +11,7 @@ scripts/setup.sh makes has both) and skip, saying so, where they cannot be impor
 import json
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -228,6 +229,41 @@ class KernelModuleImport(unittest.TestCase):
             self.assertIn("importing the kernel's module reliability_bad_import failed", error)
             self.assertIn("No module named 'zerojit_test_no_such_package'", error)
             self.assertRegex(error, r"reliability_bad_import\.py:3: import zerojit_test_no_such")
+
+
+@NEEDS_TRITON
+class ToolAdvice(unittest.TestCase):
+    """Finding 6: `python -m zerojit warmup` gives a Triton key that failed Triton's advice (its
+    error above, the kernel's module, Triton installed for the workers), not NVRTC's."""
+
+    def test_a_failed_triton_key_gets_tritons_advice_not_nvrtcs(self):
+        files = {
+            "reliability_owners.py": OWNERS,
+            "reliability_bad_import.py": BAD_IMPORT,
+            "reliability_registered.py": "import zerojit\nfrom reliability_owners import "
+            "BadImport\n\nzerojit.register(BadImport)\n",
+        }
+        with tempfile.TemporaryDirectory() as folder:
+            for name, text in files.items():
+                with open(os.path.join(folder, name), "w") as handle:
+                    handle.write(text)
+            path = [folder, TESTS, *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+            env = lang_support.environment(
+                {"PYTHONPATH": os.pathsep.join(p for p in path if p), "NO_COLOR": "1"}
+            )
+            cache = os.path.join(folder, "cache")
+            arguments = ["warmup", "--module", "reliability_registered", "--compile-only"]
+            done = subprocess.run(
+                [sys.executable, "-m", "zerojit", *arguments, "--cache-dir", cache],
+                capture_output=True,
+                text=True,
+                timeout=600,
+                env=env,
+            )
+        self.assertEqual(done.returncode, 3, done.stdout + done.stderr)  # keys failed to compile
+        self.assertIn("for the Triton keys, read Triton's error above", done.stderr)
+        self.assertIn("check that Triton is installed for the interpreter", done.stderr)
+        self.assertNotIn("NVRTC log", done.stderr)
 
 
 class CompilerMissingInTheWorkers(unittest.TestCase):

@@ -122,6 +122,16 @@ TEST(EntryRecords, ACudaEntryCarryingARecordAndADamagedCuteExportAreMalformedRec
   }
 }
 
+TEST(EntryRecords, AnEntryOfALanguageZerojitDoesNotKnowIsMalformedNamingTheLanguage) {
+  CompiledArtifact unknown = test::synthetic_language_artifact(Language::triton);
+  unknown.language = static_cast<Language>(7);
+  const DecodedEntry read = sealed_and_read(unknown);
+  EXPECT_EQ(read.problem, EntryProblem::malformed) << read.detail;
+  EXPECT_NE(read.detail.find("it records language 7, which zerojit does not know"),
+            std::string::npos)
+      << read.detail;
+}
+
 TEST(EntryRecords, VerifyExitsFourNamingEachDamagedEntryAndTheProblem) {
   test::TempDir dir;
   const fs::path root = dir / "cache";
