@@ -3,12 +3,14 @@
 # languages and the call path add (part "languages": the Triton tests and benchmark, the core's
 # GPU tests, the hit path's cost, serving through a miss and the Python host cost) or the Python
 # module's part (part "python": its GPU tests, rank groups over torch's TCPStore and 8 processes
-# sharing a cold warmup) from a folder made by scripts/stage_gpu.sh, writing logs under OUT_DIR.
+# sharing a cold warmup; part "quick": the hit path, serving through a miss and the Python host
+# cost, then part "python", for one call of a session short of GPU time) from a folder made by
+# scripts/stage_gpu.sh, writing logs under OUT_DIR.
 # Every step has its own time limit, so a hang in one still leaves the others' logs.
 # Part "compare" times the hit path (BM_SideBySide) and the Python host cost per call
 # (bench/python_host_cost.py) of this stage and of BEFORE_DIR (a stage of an earlier revision:
 # bench/zerojit_bench_launch and python/zerojit), alternating, in one run.
-#   scripts/gpu_suite.sh STAGE_DIR OUT_DIR tests|bench|languages|python
+#   scripts/gpu_suite.sh STAGE_DIR OUT_DIR tests|bench|languages|python|quick
 #   scripts/gpu_suite.sh STAGE_DIR OUT_DIR compare BEFORE_DIR
 set -uo pipefail
 stage=$(cd "$1" && pwd)
@@ -67,8 +69,15 @@ elif [ "$part" = tests ]; then
     PYTHONPATH=$stage/python step 300 "$out/languages.log" python3 -m unittest discover -v \
       -s "$repo/python/tests" -t "$repo/python/tests" -p 'lang_gpu*.py'
   fi
-elif [ "$part" = python ]; then
+elif [ "$part" = python ] || [ "$part" = quick ]; then
   nvidia-smi -L >"$out/python.log" 2>&1
+  if [ "$part" = quick ]; then  # the figures a change of the call path moves, first
+    step 60 "$out/languages.log" "$stage/bench/zerojit_bench_launch" \
+      --benchmark_filter=SideBySide --benchmark_repetitions=5 --benchmark_report_aggregates_only
+    step 180 "$out/languages.log" "$stage/bench/zerojit_bench_fallback"
+    PYTHONPATH=$stage/python step 240 "$out/languages.log" python3 \
+      "$repo/bench/python_host_cost.py" --json "$out/host_cost.json"
+  fi
   python_gpu_tests
   # Groups of 8 ranks over torch's TCPStore (torch is here), then 8 ranks against 1 sharing a
   # cold warmup on the host's cores (docs/BENCHMARKS.md, section 18).
