@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "zerojit/error.hpp"
+#include "zerojit/ranks.hpp"
 #include "zerojit/remote_cache.hpp"
 
 namespace zerojit {
@@ -34,14 +35,15 @@ class StoreTimeout : public Error {
   using Error::Error;
 };
 
-class RedisStore {
+// A RankStore (zerojit/ranks.hpp), so that agree_across_ranks runs over Redis too.
+class RedisStore : public RankStore {
  public:
   // Parses options.url (throws zerojit::Error naming options.url_source); connects on first
   // use. Keys live under "<options.prefix>:store:". `wait_timeout`: how long get and wait
   // wait for a key that is not set yet.
   explicit RedisStore(RemoteCacheOptions options,
                       std::chrono::milliseconds wait_timeout = std::chrono::minutes(5));
-  ~RedisStore();
+  ~RedisStore() override;
   RedisStore(const RedisStore&) = delete;
   RedisStore& operator=(const RedisStore&) = delete;
 
@@ -50,15 +52,15 @@ class RedisStore {
 
   // Each throws zerojit::Error naming the store, the command and the key when the server
   // cannot be reached in time or refuses.
-  void set(std::string_view key, std::string_view value);
+  void set(std::string_view key, std::string_view value) override;
   // The value, or std::nullopt when the key is not set (never waits).
-  std::optional<std::string> read(std::string_view key);
+  std::optional<std::string> read(std::string_view key) override;
   // The value once the key is set: waits up to wait_timeout, then throws StoreTimeout naming
   // the key.
   std::string get(std::string_view key);
   // Adds `amount` to the integer at `key` (0 when unset) and returns the sum; add(key, 0)
   // reads the counter without creating the key.
-  std::int64_t add(std::string_view key, std::int64_t amount);
+  std::int64_t add(std::string_view key, std::int64_t amount) override;
   // Whether every key is set (never waits).
   bool check(const std::vector<std::string>& keys);
   // Returns once every key is set; throws StoreTimeout naming the missing keys after `timeout`

@@ -33,8 +33,8 @@ void bind_benchmark(pybind11::module_& module);
 // Configurations, manifests, warmup, the JIT monitor and the disk cache.
 void bind_runtime(pybind11::module_& module);
 
-// zerojit.RedisStore, a store for rank groups in Redis, stores.cpp.
-void bind_stores(pybind11::module_& module);
+// The C++ side of rank groups: zerojit.RedisStore and the records' comparison, ranks.cpp.
+void bind_ranks(pybind11::module_& module);
 
 // Python kernels (zerojit.Kernel): their core handle, spaces, launch path and the engine hooks
 // (log and monitor bridges), py_bindings.cpp.

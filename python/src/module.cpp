@@ -12,7 +12,7 @@ PYBIND11_MODULE(_core, module) {
   zerojit::python::bind_fast_ops(module);
   zerojit::python::bind_benchmark(module);
   zerojit::python::bind_runtime(module);
-  zerojit::python::bind_stores(module);
+  zerojit::python::bind_ranks(module);
   zerojit::python::bind_py_kernels(module);
   zerojit::python::bind_kernel_call(module);
   zerojit::python::bind_language_compilers(module);

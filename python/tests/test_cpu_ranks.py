@@ -191,7 +191,20 @@ class RankAgreementTest(unittest.TestCase):
         self.assertIn("k [n=16] on sm_90a: identity " + "c" * 32, message)
 
     def test_rank_ranges_in_messages(self):
-        self.assertEqual(agreement.ranks_text([0, 1, 2, 4, 6, 7]), "0-2, 4, 6-7")
+        # 13 ranks: 0-2, 4 and 6-7 warmed another arch than the 7 others.
+        records = [
+            record(r, self.ENTRIES, archs=("sm_80",) if r in (0, 1, 2, 4, 6, 7) else ("sm_90a",))
+            for r in range(13)
+        ]
+        message = self.compare(records)[0]
+        self.assertIn("ranks 0-2, 4, 6-7 differ from rank 3 (ranks 3, 5, 8-12 agree)", message)
+
+    def test_rank_records_digest_as_cs_records_do(self):
+        # The digest ignores the rank and the order of keys, archs and compilers.
+        a = record(0, self.ENTRIES, compilers={"cuda@sm_90a": "12.8", "triton@sm_90a": "3.6"})
+        b = record(5, self.ENTRIES[::-1], compilers={"triton@sm_90a": "3.6", "cuda@sm_90a": "12.8"})
+        self.assertEqual(a["digest"], b["digest"])
+        self.assertNotEqual(a["digest"], record(0, self.ENTRIES[:1])["digest"])
 
 
 def check_store_semantics(test, store):

@@ -131,19 +131,27 @@ TEST_F(DiskCacheStore, AnUncreatableRootMeansMemoryOnlyWithOneWarning) {
   EXPECT_NE(warnings[0].find("memory only"), std::string::npos) << warnings[0];
 }
 
+// An exported CuTeDSL object (host code) and a cubin, published in `root` by this user.
+struct HostAndCubin {
+  CompiledArtifact host = synthetic_language_artifact(Language::cutedsl);
+  CompiledArtifact cubin = synthetic_artifact(32);
+};
+
+HostAndCubin publish_host_and_cubin(const DiskCacheOptions& in_root) {
+  HostAndCubin published;
+  DiskCache cache(in_root);
+  cache.publish(published.host);
+  cache.publish(published.cubin);
+  return published;
+}
+
 // Host code (an exported CuTeDSL object) is code execution: a trusted root is not enough, the
 // entry file itself must be one nobody else can write (docs/CACHE.md, "Host code"). A cubin in
 // the same file is still served: loading one runs nothing on the host.
 TEST_F(DiskCacheStore, HostCodeIsServedOnlyFromEntryFilesNobodyElseCanWrite) {
   const fs::path root = dir / "root";
-  const CompiledArtifact host = synthetic_language_artifact(Language::cutedsl);
-  const CompiledArtifact cubin = synthetic_artifact(32);
-  {
-    DiskCache cache(options(root));
-    cache.publish(host);
-    cache.publish(cubin);
-    ASSERT_TRUE(cache.find(host.identity)) << "as published: this user's, mode 0644";
-  }
+  const auto [host, cubin] = publish_host_and_cubin(options(root));
+  ASSERT_TRUE(DiskCache(options(root)).find(host.identity)) << "as published: mode 0644";
   const fs::path host_file = root / "entries" / (host.identity.hex() + ".zjc");
   const fs::path cubin_file = root / "entries" / (cubin.identity.hex() + ".zjc");
   const auto refused = [&](const std::string& why) {
@@ -184,6 +192,28 @@ TEST_F(DiskCacheStore, HostCodeIsServedOnlyFromEntryFilesNobodyElseCanWrite) {
   fs::permissions(host_file, fs::perms::others_write, fs::perm_options::remove);
   DiskCache sound(layered);
   EXPECT_TRUE(sound.find(host.identity));
+}
+
+// A root others may write, accepted (ZEROJIT_CACHE_ALLOW_SHARED): its cubins are served, its host
+// code never, and the refusal is said once per entry, however often the key is asked for.
+TEST_F(DiskCacheStore, ASharedRootRefusesHostCodeOnceAndServesCubins) {
+  const fs::path root = dir / "shared";
+  const auto [host, cubin] = publish_host_and_cubin(options(root));
+  fs::permissions(root, fs::perms::group_write | fs::perms::others_write, fs::perm_options::add);
+  DiskCacheOptions shared = options(root);
+  shared.allow_shared_root = true;
+  warnings.clear();
+  DiskCache cache(shared);
+  for (int ask = 0; ask < 3; ++ask) {
+    EXPECT_FALSE(cache.find(host.identity)) << "host code from a root others may write";
+    EXPECT_TRUE(cache.find(cubin.identity)) << "a cubin from it is served";
+  }
+  std::size_t refusals = 0;
+  for (const std::string& warning : warnings) {
+    if (warning.find("it is host code") != std::string::npos) ++refusals;
+  }
+  EXPECT_EQ(refusals, 1u) << "the refusal is said once for the entry";
+  fs::permissions(root, fs::perms::group_write | fs::perms::others_write, fs::perm_options::remove);
 }
 
 }  // namespace

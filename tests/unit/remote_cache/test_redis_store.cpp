@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "unit/remote_cache/support.hpp"
+#include "zerojit/ranks.hpp"
 #include "zerojit/redis_store.hpp"
 
 namespace zerojit::test {
@@ -138,6 +139,45 @@ TEST_F(RankRedisStoreTest, ReconnectsAfterTheServerDropsItsConnection) {
   server->command({"CLIENT", "KILL", "TYPE", "normal"});
   EXPECT_EQ(store.get("before"), "1") << "a read on a dropped connection is sent again";
   EXPECT_EQ(store.add("counter", 1), 1);
+}
+
+TEST_F(RankRedisStoreTest, RanksAgreeAcrossRedisAndNameTheOneThatDiffers) {
+  RankRecord record;
+  record.archs = {"sm_90a"};
+  record.entries = {{"gemm", "m=128", "sm_90a", "aaaa"}, {"gemm", "m=256", "sm_90a", "bbbb"}};
+  record.seal();
+  RankRecord narrowed = record;
+  narrowed.entries.pop_back();
+  narrowed.seal();
+  constexpr int kWorld = 4;
+  // Round 1: every rank agrees; round 2: rank 2 warmed one key fewer. One connection per rank,
+  // as ranks in separate processes have.
+  std::vector<std::string> messages(kWorld);
+  std::vector<std::size_t> agreed(kWorld);
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < kWorld; ++rank) {
+    ranks.emplace_back([&, rank] {
+      RedisStore store(store_options(server->url()));
+      agreed[rank] =
+          agree_across_ranks(store, rank, kWorld, record, milliseconds(10000), "job", 1).size();
+      try {
+        agree_across_ranks(store, rank, kWorld, rank == 2 ? narrowed : record, milliseconds(10000),
+                           "job", 2);
+      } catch (const RankAgreementError& error) {
+        messages[rank] = error.what();
+      }
+    });
+  }
+  for (std::thread& rank : ranks) rank.join();
+  EXPECT_EQ(agreed, std::vector<std::size_t>(kWorld, kWorld));
+  for (int rank = 0; rank < kWorld; ++rank) {
+    EXPECT_EQ(messages[rank], messages[0]) << "rank " << rank << " saw another verdict";
+  }
+  EXPECT_NE(messages[0].find("rank 2 differs from rank 0 (ranks 0-1, 3 agree): a narrowed "
+                             "warmup space"),
+            std::string::npos)
+      << messages[0];
+  EXPECT_TRUE(server->get("group:store:job/warmup/2/arrived").has_value());
 }
 
 }  // namespace

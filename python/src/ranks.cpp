@@ -1,6 +1,8 @@
-// zerojit.RedisStore: the rank groups' store in Redis (include/zerojit/redis_store.hpp), with
-// the methods zerojit.RankGroup and torch.distributed's stores have. Every call runs without
-// the GIL, so a rank's watch thread polling the store never holds up its main thread.
+// The C++ side of zerojit.RankGroup: zerojit.RedisStore, the rank groups' store in Redis
+// (include/zerojit/redis_store.hpp), with the methods RankGroup and torch.distributed's stores
+// have, every call without the GIL (a rank's watch thread polling the store never holds up its
+// main thread); and the comparison of the ranks' records (include/zerojit/ranks.hpp), so that
+// Python's groups and C++'s apply one set of rules with one set of messages.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -10,7 +12,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "bindings.hpp"
+#include "zerojit/ranks.hpp"
 #include "zerojit/redis_store.hpp"
 
 namespace zerojit::python {
@@ -45,9 +50,61 @@ std::unique_ptr<RedisStore> make_store(std::optional<std::string> url,
   return std::make_unique<RedisStore>(std::move(options), milliseconds_of(timeout, "timeout"));
 }
 
+py::object optional_text(const std::optional<std::string>& text) {
+  return text ? py::object(py::str(*text)) : py::object(py::none());
+}
+
+py::dict difference_dict(const RankDifference& difference) {
+  py::list keys;
+  for (const RankKeyDifference& key : difference.keys) {
+    py::dict entry;
+    entry["kernel"] = key.kernel;
+    entry["key"] = key.key;
+    entry["arch"] = key.arch;
+    entry["rank_identity"] = optional_text(key.rank_identity);
+    entry["reference_identity"] = optional_text(key.reference_identity);
+    keys.append(entry);
+  }
+  py::dict out;
+  out["ranks"] = difference.ranks;
+  out["reference"] =
+      difference.reference ? py::object(py::int_(*difference.reference)) : py::object(py::none());
+  out["cause"] = difference.cause;
+  out["keys"] = keys;
+  return out;
+}
+
+// agreement.disagreement's work: `records_json` is {rank: record} of the ranks that published.
+py::object compare(const std::string& records_json, int world_size, std::vector<int> missing,
+                   double timeout_s, const std::string& prefix) {
+  const nlohmann::json parsed = nlohmann::json::parse(records_json);  // outlives the loop
+  std::map<int, RankRecord> records;
+  for (const auto& [rank, record] : parsed.items()) {
+    records.emplace(std::stoi(rank), RankRecord::from_json(record.dump()));
+  }
+  const std::optional<RankDisagreement> found =
+      compare_ranks(records, world_size, std::move(missing), timeout_s, prefix);
+  if (!found) return py::none();
+  py::list differences;
+  for (const RankDifference& difference : found->differences) {
+    differences.append(difference_dict(difference));
+  }
+  return py::make_tuple(found->message, found->ranks, found->missing, differences);
+}
+
+// The digest RankRecord::seal gives a record (its "digest" field ignored).
+std::string record_digest(const std::string& record_json) {
+  RankRecord record = RankRecord::from_json(record_json);
+  record.seal();
+  return record.digest;
+}
+
 }  // namespace
 
-void bind_stores(py::module_& module) {
+void bind_ranks(py::module_& module) {
+  module.def("rank_record_digest", &record_digest, py::arg("record_json"));
+  module.def("compare_ranks", &compare, py::arg("records_json"), py::arg("world_size"),
+             py::arg("missing"), py::arg("timeout"), py::arg("prefix"));
   using Release = py::call_guard<py::gil_scoped_release>;
   py::class_<RedisStore>(module, "RedisStore",
                          "A key-value store in Redis for zerojit.RankGroup (docs/PYTHON.md, "
