@@ -1,6 +1,6 @@
-// Ranks that agree (include/zerojit/ranks.hpp): a port of Python's agreement.py (the records,
-// the comparison and its messages) and of RankGroup.agree (the store protocol), so that a group
-// of C++ ranks fails the way a group of Python ranks does, with the same text.
+// Ranks that agree (include/zerojit/ranks.hpp): the records, their digest and the comparison
+// with its messages, which Python's groups call too (python/zerojit/runtime/agreement.py), and
+// RankGroup.agree's store protocol for ranks that warm up from C++.
 #include "zerojit/ranks.hpp"
 
 #include <algorithm>
