@@ -2,7 +2,7 @@
 key missed launches the owner's warmed fallback at once, its key compiles in the background and
 serves the calls after it lands; a fallback that would refuse its key's calls is refused by
 warmup; a fallback that itself misses leaves the call to warn mode; learned misses are recorded
-and warmed back (warmup_kernels(also=...)).
+and warmed back (warmup_kernels(also=...)); Python CUDA, Triton and CuTeDSL owners alike.
 
 Run by the ctest zerojit_python_stub (ZEROJIT_TESTING_CUDA_DRIVER names the stub); every test
 skips, saying why, elsewhere."""
@@ -25,6 +25,10 @@ from zerojit import DType, Geometry, Program, Space, TensorDesc  # noqa: E402
 NEEDS_NVRTC = unittest.skipUnless(zerojit.nvrtc_available(), "NVRTC is not available")
 NEEDS_TRITON = unittest.skipUnless(
     importlib.util.find_spec("triton"), "Triton is not installed in this interpreter"
+)
+NEEDS_DSL = unittest.skipUnless(
+    importlib.util.find_spec("cutlass") and os.environ.get("ZEROJIT_CUTE_DSL_RUNTIME") == stub.STUB,
+    "needs nvidia-cutlass-dsl and the stub as the CuTeDSL runtime (ZEROJIT_CUTE_DSL_RUNTIME)",
 )
 
 # Two programs of one source: the key's (its extent a compile-time constant) and the fallback's
@@ -260,6 +264,55 @@ class TritonFallback(FallbackTest):
         TritonScale()(x, y, out, 300, 1.0)
         grids = [launch["grid"] for launch in stub.events("launch")]
         self.assertEqual(grids, [[2, 1, 1], [3, 1, 1]])
+
+
+class CuteScale(zerojit.CuteKernel):
+    """tiled_scale with its tile chosen from the row length; the 128 tile serves every row."""
+
+    name = "tests.fallback.cute"
+    fn = "cute_test_kernels:tiled_scale"
+
+    @dataclasses.dataclass(frozen=True)
+    class Key:
+        tile: int
+
+    def dispatch(self, mA):
+        return self.Key(512 if mA.shape[1] >= 8192 else 256 if mA.shape[1] >= 1024 else 128)
+
+    def fallback(self, key):
+        return self.Key(128)
+
+    def program(self, key):
+        matrix = zerojit.CuteTensor(DType.f32, (None, None))
+        return zerojit.CuteProgram(
+            {"mA": matrix, "mC": matrix, "scale": "f32"}, constexprs={"TILE": key.tile}
+        )
+
+    def warmup_space(self):
+        return Space(lambda p: {"mA": TensorDesc.contiguous(DType.f32, (4, p["n"]))}).choices(
+            "n", [4096]
+        )
+
+
+@stub.NEEDS_STUB
+@NEEDS_DSL
+class CuteFallback(FallbackTest):
+    def test_a_cutedsl_miss_runs_the_fallback_then_its_key(self):
+        report = self.warm(CuteScale)
+        self.assertEqual({k["key"] for k in report["keys"]}, {"tile=256", "tile=128"})
+        self.serve()
+        a, c = (stub.cuda_tensor((4, 10000)) for _ in range(2))
+        stub.clear()
+        CuteScale()(a, c, 2.0)  # tile=512: not warmed
+        first = [run["function"] for run in stub.events("host_run")]
+        self.assertEqual(len(first), 1, first)
+        self.assertEqual(zerojit.monitor.counters()[CuteScale.name]["fallback_launches"], 1)
+        self.assertTrue(zerojit.wait_background_compiles(300))
+        CuteScale()(a, c, 2.0)
+        runs = [run["function"] for run in stub.events("host_run")]
+        self.assertEqual(len(runs), 2, runs)
+        self.assertNotEqual(runs[1], runs[0], "the key's own entry serves once compiled")
+        self.assertEqual(zerojit.monitor.counters()[CuteScale.name]["fallback_launches"], 1)
 
 
 if __name__ == "__main__":
