@@ -116,16 +116,9 @@ void indexer_q(Timer& timer, cuda::Stream stream, int repetitions, bool mxfp4) {
       random, kTokens, kIndexHeads, kIndexHeadDim, kRopeDim, DType::f32, kRopeDim, 65536);
   const in::HostTensor weights_out = in::make_tensor(DType::f32, {kTokens, kIndexHeads});
   DeviceSet set(false);
-  auto inputs = [&](auto& a) {
-    a.positions = set.put(host.positions);
-    a.q = set.put(host.q);
-    a.cos_sin_cache = set.put(host.cos_sin_cache);
-    a.weights = set.put(host.weights);
-    a.scale = host.scale;
-  };
   if (mxfp4) {
     dsv4::IndexerQMxFp4Args a;
-    inputs(a);
+    put_indexer_q_inputs(set, host, a);
     a.q_packed = set.put(in::make_tensor(DType::u8, {kTokens, kIndexHeads, kIndexHeadDim / 2}));
     a.q_scale = set.put(in::make_tensor(DType::u8, {kTokens, kIndexHeads, kIndexHeadDim / 32}));
     a.weights_out = set.put(weights_out);
@@ -134,7 +127,7 @@ void indexer_q(Timer& timer, cuda::Stream stream, int repetitions, bool mxfp4) {
             repetitions);
   } else {
     dsv4::IndexerQFp8Args a;
-    inputs(a);
+    put_indexer_q_inputs(set, host, a);
     a.q_fp8 = set.put(in::make_tensor(DType::u8, {kTokens, kIndexHeads, kIndexHeadDim}));
     a.weights_out = set.put(weights_out);
     cuda::check(cuda::driver().cuCtxSynchronize(), "cuCtxSynchronize");

@@ -70,14 +70,6 @@ Case indexer_case(bool mxfp4, const std::string& size, const Context& context) {
                       "H*4 weights_out) = T*25224";
 
   const in::HostTensor weights_out = in::make_tensor(DType::f32, {tokens, kIndexHeads});
-  // The inputs both variants take, uploaded to the set before its outputs.
-  auto put_inputs = [&host](DeviceSet& set, auto& a) {
-    a.positions = set.put(host.positions);
-    a.q = set.put(host.q);
-    a.cos_sin_cache = set.put(host.cos_sin_cache);
-    a.weights = set.put(host.weights);
-    a.scale = host.scale;
-  };
   if (mxfp4) {
     const in::HostTensor packed =
         in::make_tensor(DType::u8, {tokens, kIndexHeads, kIndexHeadDim / 2});
@@ -87,7 +79,7 @@ Case indexer_case(bool mxfp4, const std::string& size, const Context& context) {
         c, context,
         [&](DeviceSet& set) {
           dsv4::IndexerQMxFp4Args a;
-          put_inputs(set, a);
+          put_indexer_q_inputs(set, host, a);  // before its outputs
           a.q_packed = set.put(packed, true);
           a.q_scale = set.put(scales, true);
           a.weights_out = set.put(weights_out, true);
@@ -108,7 +100,7 @@ Case indexer_case(bool mxfp4, const std::string& size, const Context& context) {
         c, context,
         [&](DeviceSet& set) {
           dsv4::IndexerQFp8Args a;
-          put_inputs(set, a);
+          put_indexer_q_inputs(set, host, a);  // before its outputs
           a.q_fp8 = set.put(q_fp8, true);
           a.weights_out = set.put(weights_out, true);
           return a;

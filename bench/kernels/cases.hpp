@@ -44,6 +44,16 @@ inline constexpr std::int64_t kColdFootprintInL2s = 4;
 inline constexpr int kMaxInputSets = 16;
 inline constexpr std::int64_t kMaxSetBytes = std::int64_t{16} << 30;
 
+// The indexer-Q inputs both variants take (FP8 and MXFP4 args alike), uploaded to `set`.
+template <class IndexerQArgs>
+void put_indexer_q_inputs(DeviceSet& set, const in::IndexerQInputsHost& host, IndexerQArgs& a) {
+  a.positions = set.put(host.positions);
+  a.q = set.put(host.q);
+  a.cos_sin_cache = set.put(host.cos_sin_cache);
+  a.weights = set.put(host.weights);
+  a.scale = host.scale;
+}
+
 struct Case {
   std::string kernel;
   std::string size;
